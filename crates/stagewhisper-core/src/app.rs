@@ -1,0 +1,240 @@
+//! Wiring: data dir, tokens, store, conversation, both listeners. Used by the headless mode and
+//! by the desktop shell alike.
+
+use crate::api::{Assets, ControlApi};
+use crate::clock::{SharedClock, SystemClock};
+use crate::conversation::{Conversation, Settings};
+use crate::http::{serve, AllowedHosts, Shutdown};
+use crate::listener::{AuthGuard, CallbackListener};
+use crate::store::{Store, StoreError};
+use crate::tokens::{Secret, TokenError, CALLBACK_TOKEN_FILE, UI_TOKEN_FILE};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+pub const DB_FILE: &str = "stagewhisper.db";
+
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub callback_listen: SocketAddr,
+    pub ui_listen: SocketAddr,
+    pub settings: Settings,
+    pub assets: Option<Arc<dyn Assets>>,
+    pub clock: SharedClock,
+}
+
+impl Config {
+    pub fn new(data_dir: PathBuf) -> Config {
+        Config {
+            data_dir,
+            callback_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ui_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            settings: Settings::default(),
+            assets: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot create the data dir {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    #[error("cannot open the database: {0}")]
+    Store(#[from] StoreError),
+    #[error(
+        "{0} must be a loopback address (127.0.0.1, ::1): the listeners never face the network"
+    )]
+    NotLoopback(SocketAddr),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// A running app.
+pub struct App {
+    pub callback_url: String,
+    pub ui_url: String,
+    pub data_dir: PathBuf,
+    pub callback_token: Arc<Secret>,
+    pub ui_token: Arc<Secret>,
+    pub conversation: Conversation,
+    pub api: Arc<ControlApi>,
+    pub callback_hosts: Arc<AllowedHosts>,
+    shutdown: Shutdown,
+    servers: Vec<JoinHandle<()>>,
+}
+
+/// Platform default: `$STAGEWHISPER_DATA_DIR`, `$XDG_DATA_HOME/stagewhisper`,
+/// `~/.local/share/stagewhisper`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("STAGEWHISPER_DATA_DIR") {
+        return PathBuf::from(p);
+    }
+    if let Some(p) = std::env::var_os("XDG_DATA_HOME").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p).join("stagewhisper");
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| ".".into());
+    home.join(".local").join("share").join("stagewhisper")
+}
+
+fn ensure_dir(path: &Path) -> Result<(), StartError> {
+    std::fs::create_dir_all(path).map_err(|source| StartError::DataDir {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700));
+    }
+    Ok(())
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+    if !addr.ip().is_loopback() {
+        return Err(StartError::NotLoopback(addr));
+    }
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })
+}
+
+fn origin(addr: SocketAddr) -> String {
+    match addr {
+        SocketAddr::V4(a) => format!("http://{}:{}", a.ip(), a.port()),
+        SocketAddr::V6(a) => format!("http://[{}]:{}", a.ip(), a.port()),
+    }
+}
+
+impl App {
+    pub async fn start(config: Config) -> Result<App, StartError> {
+        ensure_dir(&config.data_dir)?;
+        let data_dir = config
+            .data_dir
+            .canonicalize()
+            .unwrap_or_else(|_| config.data_dir.clone());
+        let callback_token = Arc::new(Secret::load(data_dir.join(CALLBACK_TOKEN_FILE))?);
+        let ui_token = Arc::new(Secret::load(data_dir.join(UI_TOKEN_FILE))?);
+        let (store, writer) = Store::open(&data_dir.join(DB_FILE)).await?;
+        let conversation =
+            Conversation::start(store, writer, config.clock.clone(), config.settings).await?;
+
+        let cb_listener = bind(config.callback_listen).await?;
+        let ui_listener = bind(config.ui_listen).await?;
+        let cb_addr = cb_listener
+            .local_addr()
+            .map_err(|source| StartError::Bind {
+                addr: config.callback_listen,
+                source,
+            })?;
+        let ui_addr = ui_listener
+            .local_addr()
+            .map_err(|source| StartError::Bind {
+                addr: config.ui_listen,
+                source,
+            })?;
+        let callback_url = origin(cb_addr);
+        let ui_url = format!("{}/", origin(ui_addr));
+        let callback_hosts = Arc::new(AllowedHosts::for_addr(cb_addr));
+        let shutdown = Shutdown::new();
+
+        let listener = Arc::new(CallbackListener {
+            conversation: conversation.clone(),
+            token: callback_token.clone(),
+            hosts: callback_hosts.clone(),
+            guard: AuthGuard::default(),
+            clock: config.clock.clone(),
+        });
+        let api = Arc::new(ControlApi {
+            conversation: conversation.clone(),
+            callback_token: callback_token.clone(),
+            ui_token: ui_token.clone(),
+            hosts: Arc::new(AllowedHosts::for_addr(ui_addr)),
+            callback_url: callback_url.clone(),
+            data_dir: data_dir.clone(),
+            assets: config.assets.clone(),
+            shutdown: shutdown.clone(),
+        });
+        let drain = Duration::from_secs(15);
+        let servers = vec![
+            tokio::spawn(serve(
+                cb_listener,
+                move |req| listener.clone().handle(req),
+                shutdown.clone(),
+                drain,
+            )),
+            tokio::spawn({
+                let api = api.clone();
+                serve(
+                    ui_listener,
+                    move |req| api.clone().handle(req),
+                    shutdown.clone(),
+                    drain,
+                )
+            }),
+        ];
+        tracing::info!(%callback_url, %ui_url, data_dir = %data_dir.display(), "StageWhisper is ready");
+        Ok(App {
+            callback_url,
+            ui_url,
+            data_dir,
+            callback_token,
+            ui_token,
+            conversation,
+            api,
+            callback_hosts,
+            shutdown,
+            servers,
+        })
+    }
+
+    /// The one line the headless mode prints when ready.
+    pub fn ready_line(&self) -> String {
+        #[derive(serde::Serialize)]
+        struct Ready<'a> {
+            event: &'a str,
+            callback_url: &'a str,
+            callback_token: String,
+            ui_url: &'a str,
+            ui_token: String,
+            data_dir: String,
+        }
+        serde_json::to_string(&Ready {
+            event: "ready",
+            callback_url: &self.callback_url,
+            callback_token: self.callback_token.get(),
+            ui_url: &self.ui_url,
+            ui_token: self.ui_token.get(),
+            data_dir: self.data_dir.display().to_string(),
+        })
+        .expect("serializable")
+    }
+
+    pub fn shutdown_signal(&self) -> Shutdown {
+        self.shutdown.clone()
+    }
+
+    /// Stops accepting, lets in-flight requests finish, then returns. Everything acknowledged
+    /// was committed before its answer, so nothing is left to flush.
+    pub async fn shutdown(self) {
+        self.shutdown.trigger();
+        for s in self.servers {
+            let _ = s.await;
+        }
+        // Let the writer finish the batch it may be committing.
+        let _ = self.conversation.typing("").await;
+    }
+}

@@ -1,0 +1,253 @@
+//! Shared HTTP plumbing for both listeners: the accept loop with graceful shutdown, limits, the
+//! JSON error shape and the Host check.
+
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE, HOST};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::json;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+pub type Body = BoxBody<Bytes, std::io::Error>;
+pub type Resp = Response<Body>;
+
+/// Time allowed for a request's headers and, separately, for its body.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Open connections per listener; more wait in the accept queue.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// A shutdown signal shared by every task of the app.
+#[derive(Clone)]
+pub struct Shutdown {
+    tx: Arc<watch::Sender<bool>>,
+    rx: watch::Receiver<bool>,
+}
+
+impl Default for Shutdown {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Shutdown {
+    pub fn new() -> Self {
+        let (tx, rx) = watch::channel(false);
+        Shutdown {
+            tx: Arc::new(tx),
+            rx,
+        }
+    }
+
+    pub fn trigger(&self) {
+        let _ = self.tx.send(true);
+    }
+
+    pub fn is_triggered(&self) -> bool {
+        *self.rx.borrow()
+    }
+
+    pub async fn wait(&self) {
+        let mut rx = self.rx.clone();
+        let _ = rx.wait_for(|v| *v).await;
+    }
+}
+
+/// Serves HTTP/1.1 on `listener` until `shutdown`, then lets in-flight requests finish (up to
+/// `drain`).
+pub async fn serve<F, Fut>(listener: TcpListener, handler: F, shutdown: Shutdown, drain: Duration)
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Resp> + Send + 'static,
+{
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => p.expect("semaphore open"),
+            _ = shutdown.wait() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.wait() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let h = handler.clone();
+        let svc = hyper::service::service_fn(move |req| {
+            let h = h.clone();
+            async move { Ok::<_, std::convert::Infallible>(h(req).await) }
+        });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(READ_TIMEOUT)
+            .keep_alive(true)
+            .serve_connection(TokioIo::new(stream), svc);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections did not finish in time");
+    }
+}
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Resp {
+    let mut r = Response::new(full(value.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
+/// `{"ok":false,"error":code,"message":text}`.
+pub fn error(status: StatusCode, code: &str, message: impl std::fmt::Display) -> Resp {
+    json_response(
+        status,
+        &json!({"ok": false, "error": code, "message": message.to_string()}),
+    )
+}
+
+#[derive(Debug)]
+pub enum BodyError {
+    TooLarge,
+    Timeout,
+    Io(String),
+}
+
+/// Reads a whole body with a size cap and a deadline.
+pub async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, BodyError> {
+    match tokio::time::timeout(READ_TIMEOUT, Limited::new(body, limit).collect()).await {
+        Err(_) => Err(BodyError::Timeout),
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+        Ok(Err(e)) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(BodyError::TooLarge)
+            } else {
+                Err(BodyError::Io(e.to_string()))
+            }
+        }
+    }
+}
+
+pub fn body_error(e: BodyError) -> Resp {
+    match e {
+        BodyError::TooLarge => error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            "the body is larger than 1 MiB",
+        ),
+        BodyError::Timeout => error(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            "the body did not arrive in time",
+        ),
+        BodyError::Io(e) => error(StatusCode::BAD_REQUEST, "bad_request", e),
+    }
+}
+
+/// `Content-Length` already over the cap?
+pub fn declared_too_large<B>(req: &Request<B>, limit: usize) -> bool {
+    req.headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n > limit as u64)
+}
+
+pub fn is_json<B>(req: &Request<B>) -> bool {
+    req.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/json")
+        })
+        .unwrap_or(false)
+}
+
+/// The hosts a listener answers to: its own loopback `host:port` forms plus any extra (a
+/// tunnel's public host). Checked on every request (DNS-rebinding defence).
+#[derive(Debug)]
+pub struct AllowedHosts {
+    own: Vec<String>,
+    extra: RwLock<Vec<String>>,
+}
+
+impl AllowedHosts {
+    pub fn for_addr(addr: SocketAddr) -> AllowedHosts {
+        let port = addr.port();
+        let mut own = vec![format!("localhost:{port}")];
+        match addr {
+            SocketAddr::V4(a) => own.push(format!("{}:{port}", a.ip())),
+            SocketAddr::V6(a) => own.push(format!("[{}]:{port}", a.ip())),
+        }
+        AllowedHosts {
+            own,
+            extra: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// Replaces the extra hosts (e.g. `abc.ngrok.app`, `host:443`).
+    pub fn set_extra(&self, hosts: Vec<String>) {
+        *self.extra.write().expect("hosts lock") =
+            hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect();
+    }
+
+    pub fn allows<B>(&self, req: &Request<B>) -> bool {
+        let Some(host) = req.headers().get(HOST).and_then(|v| v.to_str().ok()) else {
+            return false;
+        };
+        let host = host.trim().to_ascii_lowercase();
+        self.own.iter().any(|h| *h == host)
+            || self
+                .extra
+                .read()
+                .expect("hosts lock")
+                .iter()
+                .any(|h| *h == host)
+    }
+}
+
+pub fn bad_host() -> Resp {
+    error(
+        StatusCode::FORBIDDEN,
+        "bad_host",
+        "the Host header does not name this listener",
+    )
+}

@@ -1,0 +1,206 @@
+//! The callback listener: `POST /tasks/{task_id}` from the assistant. HTTP only — Host and
+//! bearer checks, auth-failure throttling, limits, parsing — then the conversation decides.
+
+use crate::clock::SharedClock;
+use crate::conversation::{Conversation, CoreError, Outcome};
+use crate::http::{self, AllowedHosts, Resp};
+use crate::protocol::{self, MAX_BODY_BYTES};
+use crate::tokens::{bearer, Secret};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
+use hyper::{Method, Request, StatusCode};
+use serde_json::json;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use tracing::Instrument;
+
+/// Failed auth attempts allowed in [`FAILURE_WINDOW_MS`] before throttling.
+pub const MAX_AUTH_FAILURES: usize = 10;
+pub const FAILURE_WINDOW_MS: i64 = 60_000;
+/// How long failing clients get 429 once throttling starts.
+pub const LOCKOUT_MS: i64 = 30_000;
+
+/// Counts failed auth attempts. Every caller looks the same (tunnelled traffic arrives from
+/// 127.0.0.1 too), so the count is global; while locked, wrong tokens get 429 instead of 401,
+/// and the right token still works, so an attacker cannot lock the assistant out.
+#[derive(Debug, Default)]
+pub struct AuthGuard {
+    inner: Mutex<GuardState>,
+}
+
+#[derive(Debug, Default)]
+struct GuardState {
+    failures: VecDeque<i64>,
+    locked_until: i64,
+}
+
+impl AuthGuard {
+    /// Seconds to wait, when throttled at `now_ms`.
+    pub fn locked(&self, now_ms: i64) -> Option<i64> {
+        let g = self.inner.lock().expect("guard lock");
+        (g.locked_until > now_ms).then(|| ((g.locked_until - now_ms + 999) / 1000).max(1))
+    }
+
+    pub fn record_failure(&self, now_ms: i64) {
+        let mut g = self.inner.lock().expect("guard lock");
+        while g
+            .failures
+            .front()
+            .is_some_and(|t| *t <= now_ms - FAILURE_WINDOW_MS)
+        {
+            g.failures.pop_front();
+        }
+        g.failures.push_back(now_ms);
+        if g.failures.len() >= MAX_AUTH_FAILURES {
+            g.locked_until = now_ms + LOCKOUT_MS;
+            g.failures.clear();
+        }
+    }
+}
+
+pub struct CallbackListener {
+    pub conversation: Conversation,
+    pub token: Arc<Secret>,
+    pub hosts: Arc<AllowedHosts>,
+    pub guard: AuthGuard,
+    pub clock: SharedClock,
+}
+
+impl CallbackListener {
+    pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Resp {
+        let span = tracing::info_span!("callback", path = %req.uri().path());
+        self.route(req).instrument(span).await
+    }
+
+    async fn route(&self, req: Request<Incoming>) -> Resp {
+        if !self.hosts.allows(&req) {
+            return http::bad_host();
+        }
+        let Some(raw_task) = req
+            .uri()
+            .path()
+            .strip_prefix("/tasks/")
+            .filter(|t| !t.is_empty() && !t.contains('/'))
+            .map(str::to_string)
+        else {
+            return http::error(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such route; callbacks go to POST /tasks/{task_id}",
+            );
+        };
+        if req.method() != Method::POST {
+            let mut r = http::error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "callbacks are POST",
+            );
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("POST"));
+            return r;
+        }
+        let now_ms = self.clock.now_ms();
+        let presented = bearer(
+            req.headers()
+                .get(AUTHORIZATION)
+                .and_then(|v| v.to_str().ok()),
+        );
+        if !presented.is_some_and(|t| self.token.matches(t)) {
+            if let Some(secs) = self.guard.locked(now_ms) {
+                let mut r = http::error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too_many_auth_failures",
+                    "too many failed authentication attempts; try again later",
+                );
+                r.headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from(secs as u64));
+                return r;
+            }
+            self.guard.record_failure(now_ms);
+            tracing::warn!("callback with a missing or wrong bearer token");
+            let mut r = http::error(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "missing or wrong bearer token",
+            );
+            r.headers_mut()
+                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+        let task_id = match protocol::parse_task_id(&raw_task) {
+            Ok(t) => t,
+            Err(e) => return http::error(StatusCode::BAD_REQUEST, e.code(), e),
+        };
+        if !http::is_json(&req) {
+            return http::error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send Content-Type: application/json",
+            );
+        }
+        if http::declared_too_large(&req, MAX_BODY_BYTES) {
+            return http::body_error(http::BodyError::TooLarge);
+        }
+        let body = match http::read_body(req.into_body(), MAX_BODY_BYTES).await {
+            Ok(b) => b,
+            Err(e) => return http::body_error(e),
+        };
+        let cb = match protocol::parse_callback(&task_id, &body) {
+            Ok(cb) => cb,
+            Err(e) => {
+                tracing::info!(code = e.code(), "callback rejected: {e}");
+                return http::error(StatusCode::BAD_REQUEST, e.code(), e);
+            }
+        };
+        tracing::debug!(session_id = %cb.session_id, status = cb.status.as_str(), message_id = ?cb.message_id, "callback");
+        match self.conversation.submit(cb).await {
+            Ok(Outcome::Applied) => http::json_response(StatusCode::OK, &json!({"ok": true})),
+            Ok(Outcome::Duplicate) => {
+                http::json_response(StatusCode::OK, &json!({"ok": true, "duplicate": true}))
+            }
+            Ok(Outcome::SessionEnded) => http::json_response(
+                StatusCode::OK,
+                &json!({"ok": true, "ignored": true, "reason": "session_ended"}),
+            ),
+            Err(e @ (CoreError::StorageUnavailable(_) | CoreError::Stopped)) => {
+                tracing::error!(error = %e, "callback not stored");
+                http::error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "storage_unavailable",
+                    "the message could not be stored; retry",
+                )
+            }
+            Err(e) => http::error(StatusCode::BAD_REQUEST, e.code(), e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttles_after_repeated_failures_and_recovers() {
+        let g = AuthGuard::default();
+        let mut now = 1_000_000;
+        for _ in 0..MAX_AUTH_FAILURES - 1 {
+            g.record_failure(now);
+            now += 100;
+        }
+        assert_eq!(g.locked(now), None);
+        g.record_failure(now);
+        assert_eq!(g.locked(now), Some(LOCKOUT_MS / 1000));
+        assert_eq!(g.locked(now + LOCKOUT_MS - 1), Some(1));
+        assert_eq!(g.locked(now + LOCKOUT_MS), None);
+    }
+
+    #[test]
+    fn old_failures_fall_out_of_the_window() {
+        let g = AuthGuard::default();
+        for i in 0..MAX_AUTH_FAILURES as i64 - 1 {
+            g.record_failure(i);
+        }
+        g.record_failure(FAILURE_WINDOW_MS + 5);
+        assert_eq!(g.locked(FAILURE_WINDOW_MS + 5), None);
+    }
+}
