@@ -1,1 +1,239 @@
-fn main() {}
+//! Ingest benchmark (not a test): floods the real callback listener over loopback HTTP/1.1
+//! keep-alive with unique `message` callbacks and reports req/s, p50 and p99, side by side in the
+//! same run with a bare hyper handler that only parses the JSON and answers 200.
+//!
+//! `cargo bench -p stagewhisper-core --bench ingest [-- --secs 5 --conns 1,64]`
+//!
+//! Targets (2 cores): durable ingest >= 0.5x the bare handler's req/s at 64 connections, and
+//! p99 < 2 ms at 1 connection.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use stagewhisper_core::http::{self, serve, Shutdown};
+use stagewhisper_core::{App, Config};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Args {
+    secs: f64,
+    conns: Vec<usize>,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        secs: 5.0,
+        conns: vec![1, 64],
+    };
+    let v: Vec<String> = std::env::args().collect();
+    let mut i = 1;
+    while i < v.len() {
+        match v[i].as_str() {
+            "--secs" => {
+                a.secs = v[i + 1].parse().expect("--secs N");
+                i += 1;
+            }
+            "--conns" => {
+                a.conns = v[i + 1]
+                    .split(',')
+                    .map(|c| c.parse().expect("--conns 1,64"))
+                    .collect();
+                i += 1;
+            }
+            _ => {} // cargo bench passes --bench
+        }
+        i += 1;
+    }
+    a
+}
+
+struct Target {
+    addr: SocketAddr,
+    token: String,
+    session_id: String,
+}
+
+struct Result {
+    requests: u64,
+    errors: u64,
+    elapsed: Duration,
+    latencies_us: Vec<u64>,
+}
+
+impl Result {
+    fn rps(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+    fn pct(&self, p: f64) -> f64 {
+        if self.latencies_us.is_empty() {
+            return f64::NAN;
+        }
+        let i = ((self.latencies_us.len() as f64 - 1.0) * p).round() as usize;
+        self.latencies_us[i] as f64 / 1000.0
+    }
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+async fn flood(target: Arc<Target>, conns: usize, secs: f64) -> Result {
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..conns {
+        let t = target.clone();
+        tasks.push(tokio::spawn(async move {
+            let stream = tokio::net::TcpStream::connect(t.addr).await.expect("connect");
+            stream.set_nodelay(true).unwrap();
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream))
+                    .await
+                    .expect("handshake");
+            tokio::spawn(conn);
+            let mut lat = Vec::with_capacity(100_000);
+            let mut errors = 0u64;
+            let host = t.addr.to_string();
+            let auth = format!("Bearer {}", t.token);
+            while Instant::now() < deadline {
+                let n = SEQ.fetch_add(1, Ordering::Relaxed);
+                let task = uuid::Uuid::new_v4().to_string();
+                let body = format!(
+                    r#"{{"task_id":"{task}","session_id":"{}","status":"message","message_id":"bench-{n}","user_message_id":"um-{n}","reply_text":"Benchmark reply number {n}: they said the budget is fifty thousand for Q3.","occurred_at":"2026-11-29T12:35:28.132716Z","error_code":null,"model":null}}"#,
+                    t.session_id
+                );
+                let req = Request::post(format!("/tasks/{task}"))
+                    .header("host", &host)
+                    .header("authorization", &auth)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(body)))
+                    .unwrap();
+                let t0 = Instant::now();
+                let resp = sender.send_request(req).await.expect("request");
+                let status = resp.status();
+                let _ = resp.into_body().collect().await;
+                lat.push(t0.elapsed().as_micros() as u64);
+                if status != StatusCode::OK {
+                    errors += 1;
+                }
+            }
+            (lat, errors)
+        }));
+    }
+    let mut latencies_us = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (l, e) = t.await.unwrap();
+        latencies_us.extend(l);
+        errors += e;
+    }
+    let elapsed = start.elapsed();
+    latencies_us.sort_unstable();
+    Result {
+        requests: latencies_us.len() as u64,
+        errors,
+        elapsed,
+        latencies_us,
+    }
+}
+
+/// The baseline: parse the JSON, answer 200, nothing else.
+async fn start_bare() -> Target {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve(
+        listener,
+        |req: Request<hyper::body::Incoming>| async move {
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            match serde_json::from_slice::<serde_json::Value>(&body) {
+                Ok(_) => http::json_response(StatusCode::OK, &serde_json::json!({"ok": true})),
+                Err(_) => http::error(StatusCode::BAD_REQUEST, "invalid_json", "bad"),
+            }
+        },
+        Shutdown::new(),
+        Duration::from_secs(1),
+    ));
+    Target {
+        addr,
+        token: "unused".into(),
+        session_id: "bare".into(),
+    }
+}
+
+fn main() {
+    let a = args();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let dir = tempfile::tempdir().unwrap();
+        let app = App::start(Config::new(dir.path().to_path_buf()))
+            .await
+            .expect("app");
+        let session = app.conversation.create_session(true, None).await.unwrap();
+        let durable = Arc::new(Target {
+            addr: app
+                .callback_url
+                .trim_start_matches("http://")
+                .parse()
+                .unwrap(),
+            token: app.callback_token.get(),
+            session_id: session.session_id.clone(),
+        });
+        let bare = Arc::new(start_bare().await);
+        println!(
+            "ingest benchmark: {} s per run, {} cores, synchronous=FULL WAL, group commit",
+            a.secs,
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(0)
+        );
+        println!(
+            "{:<10} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8}",
+            "handler", "conns", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "errors"
+        );
+        let mut stored_expected = 0;
+        for &c in &a.conns {
+            // Warm-up for both, then measure alternately.
+            let _ = flood(bare.clone(), c, 0.5).await;
+            let w = flood(durable.clone(), c, 0.5).await;
+            stored_expected += w.requests - w.errors;
+            let b = flood(bare.clone(), c, a.secs).await;
+            let d = flood(durable.clone(), c, a.secs).await;
+            stored_expected += d.requests - d.errors;
+            for (name, r) in [("bare", &b), ("durable", &d)] {
+                println!(
+                    "{:<10} {:>6} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8}",
+                    name,
+                    c,
+                    r.rps(),
+                    r.pct(0.50),
+                    r.pct(0.99),
+                    r.pct(0.999),
+                    r.pct(1.0),
+                    r.errors
+                );
+            }
+            println!(
+                "{:<10} {:>6} {:>10.2}x of bare",
+                "ratio",
+                c,
+                d.rps() / b.rps()
+            );
+        }
+        let stored = app
+            .conversation
+            .messages(&session.session_id)
+            .await
+            .unwrap()
+            .len() as u64;
+        println!("check: {stored} messages stored, {stored_expected} acknowledged");
+        assert_eq!(
+            stored, stored_expected,
+            "every acknowledged message is stored"
+        );
+        app.shutdown().await;
+    });
+}

@@ -12,9 +12,9 @@ CREATE TABLE sessions (
 
 -- Every entry of a conversation (chat or insights).
 CREATE TABLE messages (
-    id              INTEGER PRIMARY KEY,
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
     session_id      TEXT NOT NULL,
-    kind            TEXT NOT NULL CHECK (kind IN ('user', 'assistant', 'notice', 'error')),
+    kind            TEXT NOT NULL CHECK (kind IN ('user', 'assistant', 'notice', 'error', 'transcript')),
     text            TEXT NOT NULL,
     message_id      TEXT,            -- dedupe key: the assistant's message_id or a derived one
     task_id         TEXT,
@@ -27,12 +27,15 @@ CREATE TABLE messages (
     sort_key        INTEGER NOT NULL,
     draft           INTEGER NOT NULL DEFAULT 0,
     draft_key       TEXT,            -- while a draft: 'task:<task_id>' (stream) or 'edit:<scope>' (cursor edits)
-    hidden          INTEGER NOT NULL DEFAULT 0
+    hidden          INTEGER NOT NULL DEFAULT 0,
+    speaker         TEXT,            -- transcript turns
+    delivery        TEXT,            -- outgoing (user, transcript): pending | sent | failed
+    delivery_error  TEXT             -- why the last delivery failed (JSON {code, message})
 );
+-- Dedupe is decided in memory by the writer (from these columns); the unique index is the
+-- last line of defence. content_key needs no index: it is only read per session.
 CREATE UNIQUE INDEX messages_by_message_id ON messages (session_id, message_id);
-CREATE UNIQUE INDEX messages_by_content ON messages (content_key);
 CREATE INDEX messages_in_order ON messages (session_id, sort_key, id);
-CREATE INDEX messages_by_scope ON messages (session_id, scope);
 
 -- The append-only change log; its id is the cursor of /api/events.
 CREATE TABLE events (

@@ -87,8 +87,8 @@ fn error_json(
 
 fn core_error(e: CoreError) -> (StatusCode, Value) {
     let status = match e {
-        CoreError::SessionNotFound => StatusCode::NOT_FOUND,
-        CoreError::NotACall => StatusCode::CONFLICT,
+        CoreError::SessionNotFound | CoreError::MessageNotFound => StatusCode::NOT_FOUND,
+        CoreError::NotACall | CoreError::CallEnded => StatusCode::CONFLICT,
         CoreError::EmptyText => StatusCode::BAD_REQUEST,
         CoreError::StorageUnavailable(_) | CoreError::Stopped => StatusCode::SERVICE_UNAVAILABLE,
     };
@@ -405,11 +405,14 @@ impl ControlApi {
         let shutdown = self.shutdown.clone();
         let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(256);
         tokio::spawn(async move {
-            if hello {
-                let frame = format!("event: ready\ndata: {{\"cursor\":{start}}}\n\n");
-                if tx.send(Bytes::from(frame)).await.is_err() {
-                    return;
-                }
+            // A first frame at once, so proxies and clients see the stream is alive.
+            let first = if hello {
+                format!(": stream open\nevent: ready\ndata: {{\"cursor\":{start}}}\n\n")
+            } else {
+                ": stream open\n\n".to_string()
+            };
+            if tx.send(Bytes::from(first)).await.is_err() {
+                return;
             }
             let mut keepalive = tokio::time::interval(Duration::from_secs(15));
             keepalive.tick().await;

@@ -234,13 +234,7 @@ impl AllowedHosts {
             return false;
         };
         let host = host.trim().to_ascii_lowercase();
-        self.own.iter().any(|h| *h == host)
-            || self
-                .extra
-                .read()
-                .expect("hosts lock")
-                .iter()
-                .any(|h| *h == host)
+        self.own.contains(&host) || self.extra.read().expect("hosts lock").contains(&host)
     }
 }
 

@@ -9,6 +9,8 @@ pub enum MessageKind {
     Assistant,
     Notice,
     Error,
+    /// A final transcript turn of a call (kept in the call's insights session).
+    Transcript,
 }
 
 impl MessageKind {
@@ -18,6 +20,7 @@ impl MessageKind {
             MessageKind::Assistant => "assistant",
             MessageKind::Notice => "notice",
             MessageKind::Error => "error",
+            MessageKind::Transcript => "transcript",
         }
     }
 
@@ -26,6 +29,7 @@ impl MessageKind {
             "user" => MessageKind::User,
             "notice" => MessageKind::Notice,
             "error" => MessageKind::Error,
+            "transcript" => MessageKind::Transcript,
             _ => MessageKind::Assistant,
         }
     }
@@ -59,6 +63,15 @@ pub struct MessageRow {
     pub sort_key: i64,
     pub draft: bool,
     pub hidden: bool,
+    /// Hash of (session, scope, kind, cleaned text): catches near-identical re-sends.
+    pub content_key: Option<String>,
+    /// While a draft: `task:<task_id>` or `edit:<scope>`.
+    pub draft_key: Option<String>,
+    pub speaker: Option<String>,
+    /// Outgoing entries: `pending`, `sent` or `failed`.
+    pub delivery: Option<String>,
+    /// JSON `{code, message}` of the last failed delivery.
+    pub delivery_error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -75,6 +88,8 @@ pub struct MessageView {
     pub received_at: String,
     pub sort_key: i64,
     pub draft: bool,
+    pub delivery: Option<String>,
+    pub delivery_error: Option<serde_json::Value>,
 }
 
 impl From<&MessageRow> for MessageView {
@@ -92,6 +107,45 @@ impl From<&MessageRow> for MessageView {
             received_at: r.received_at.clone(),
             sort_key: r.sort_key,
             draft: r.draft,
+            delivery: r.delivery.clone(),
+            delivery_error: r
+                .delivery_error
+                .as_deref()
+                .and_then(|e| serde_json::from_str(e).ok()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TranscriptView {
+    pub id: i64,
+    /// The chat session of the call.
+    pub session_id: String,
+    pub speaker: Option<String>,
+    pub text: String,
+    pub received_at: String,
+    /// Time into the call, in milliseconds.
+    pub offset_ms: i64,
+    pub task_id: Option<String>,
+    pub delivery: Option<String>,
+    pub delivery_error: Option<serde_json::Value>,
+}
+
+impl TranscriptView {
+    pub fn from_row(r: &MessageRow, chat_session_id: &str, call_start_micros: i64) -> Self {
+        TranscriptView {
+            id: r.id,
+            session_id: chat_session_id.to_string(),
+            speaker: r.speaker.clone(),
+            text: r.text.clone(),
+            received_at: r.received_at.clone(),
+            offset_ms: ((r.sort_key - call_start_micros) / 1000).max(0),
+            task_id: r.task_id.clone(),
+            delivery: r.delivery.clone(),
+            delivery_error: r
+                .delivery_error
+                .as_deref()
+                .and_then(|e| serde_json::from_str(e).ok()),
         }
     }
 }

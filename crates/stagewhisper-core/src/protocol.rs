@@ -198,10 +198,10 @@ pub fn parse_callback(task_id: &str, body: &[u8]) -> Result<Callback, ProtocolEr
         chunk: None,
     };
     match status {
-        Status::Message | Status::Notice => {
-            if cb.reply_text.as_deref().is_none_or(|t| t.trim().is_empty()) {
-                return Err(ProtocolError::EmptyReplyText(status.as_str()));
-            }
+        Status::Message | Status::Notice
+            if cb.reply_text.as_deref().is_none_or(|t| t.trim().is_empty()) =>
+        {
+            return Err(ProtocolError::EmptyReplyText(status.as_str()));
         }
         Status::Stream => cb.chunk = Some(parse_chunk(obj.get("chunk"))?),
         _ => {}

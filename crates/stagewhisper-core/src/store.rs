@@ -11,12 +11,11 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{ConnectOptions, Connection, Row, SqlitePool};
+use sqlx::{ConnectOptions, Row, SqlitePool};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::Notify;
-
-pub type Tx<'c> = sqlx::Transaction<'c, sqlx::Sqlite>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -31,11 +30,24 @@ pub enum StoreError {
 pub struct Store {
     read: SqlitePool,
     path: PathBuf,
-    checkpoint: std::sync::Arc<Notify>,
+    checkpoint: std::sync::Arc<Checkpoints>,
 }
 
+/// When to checkpoint: once the writer goes idle (no commit for [`IDLE_BEFORE_CHECKPOINT`]), or
+/// after [`MAX_COMMITS_BEFORE_CHECKPOINT`] commits under sustained load, so the WAL stays
+/// bounded and checkpoint fsyncs stay out of busy periods.
+#[derive(Debug, Default)]
+struct Checkpoints {
+    notify: Notify,
+    commits: AtomicU64,
+}
+
+const IDLE_BEFORE_CHECKPOINT: Duration = Duration::from_millis(250);
+const MAX_COMMITS_BEFORE_CHECKPOINT: u64 = 2_000;
+
 const MESSAGE_COLUMNS: &str = "id, session_id, kind, text, message_id, task_id, user_message_id, \
-     scope, error_code, occurred_at, received_at, sort_key, draft, hidden";
+     scope, error_code, occurred_at, received_at, sort_key, draft, hidden, content_key, draft_key, \
+     speaker, delivery, delivery_error";
 
 fn base_options(path: &Path) -> SqliteConnectOptions {
     SqliteConnectOptions::new()
@@ -55,6 +67,7 @@ impl Store {
             .create_if_missing(true)
             .pragma("wal_autocheckpoint", "0")
             .pragma("temp_store", "memory")
+            .pragma("cache_size", "-32768")
             .connect()
             .await?;
         sqlx::migrate!("./migrations").run(&mut writer).await?;
@@ -66,7 +79,7 @@ impl Store {
         let store = Store {
             read,
             path: path.to_path_buf(),
-            checkpoint: std::sync::Arc::new(Notify::new()),
+            checkpoint: std::sync::Arc::new(Checkpoints::default()),
         };
         store.spawn_checkpointer().await?;
         Ok((store, writer))
@@ -76,24 +89,45 @@ impl Store {
         &self.path
     }
 
-    /// Tells the checkpointer that commits happened (cheap; coalesced).
+    /// A commit that wrote something happened.
     pub fn committed(&self) {
-        self.checkpoint.notify_one();
+        let n = self.checkpoint.commits.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= MAX_COMMITS_BEFORE_CHECKPOINT {
+            self.checkpoint.notify.notify_one();
+        }
+    }
+
+    /// The writer has nothing queued.
+    pub fn idle(&self) {
+        if self.checkpoint.commits.load(Ordering::Relaxed) > 0 {
+            self.checkpoint.notify.notify_one();
+        }
     }
 
     async fn spawn_checkpointer(&self) -> Result<(), StoreError> {
         let mut conn = base_options(&self.path).connect().await?;
-        let notify = self.checkpoint.clone();
+        let cp = self.checkpoint.clone();
         tokio::spawn(async move {
             loop {
-                notify.notified().await;
-                // Coalesce: at most one checkpoint a second, whatever the commit rate.
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                    .execute(&mut conn)
+                cp.notify.notified().await;
+                let before = cp.commits.load(Ordering::Relaxed);
+                if before < MAX_COMMITS_BEFORE_CHECKPOINT {
+                    tokio::time::sleep(IDLE_BEFORE_CHECKPOINT).await;
+                    if cp.commits.load(Ordering::Relaxed) != before {
+                        continue; // still busy: the next idle moment will do it
+                    }
+                }
+                cp.commits.store(0, Ordering::Relaxed);
+                match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                    .fetch_one(&mut conn)
                     .await
                 {
-                    tracing::warn!(error = %e, "WAL checkpoint failed");
+                    Ok(r) => tracing::debug!(
+                        wal_frames = r.get::<i64, _>(1),
+                        checkpointed = r.get::<i64, _>(2),
+                        "WAL checkpoint"
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "WAL checkpoint failed"),
                 }
             }
         });
@@ -119,6 +153,24 @@ impl Store {
             .fetch_all(&self.read)
             .await?;
         Ok(rows.iter().map(message_from_row).collect())
+    }
+
+    /// Outgoing entries not yet delivered (oldest first), for the assistant link.
+    pub async fn pending_deliveries(&self) -> Result<Vec<MessageRow>, StoreError> {
+        let sql = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE delivery = 'pending' ORDER BY id"
+        );
+        let rows = sqlx::query(&sql).fetch_all(&self.read).await?;
+        Ok(rows.iter().map(message_from_row).collect())
+    }
+
+    pub async fn message(&self, id: i64) -> Result<Option<MessageRow>, StoreError> {
+        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.as_ref().map(message_from_row))
     }
 
     /// The newest event id (0 when the log is empty).
@@ -189,26 +241,39 @@ fn message_from_row(r: &SqliteRow) -> MessageRow {
         sort_key: r.get(11),
         draft: r.get::<i64, _>(12) != 0,
         hidden: r.get::<i64, _>(13) != 0,
+        content_key: r.get(14),
+        draft_key: r.get(15),
+        speaker: r.get(16),
+        delivery: r.get(17),
+        delivery_error: r.get(18),
     }
 }
 
-/// A new entry to insert.
+/// Everything that changes the database, decided by the conversation actor in memory and
+/// written at the end of a batch, inside its one transaction.
 #[derive(Debug, Clone)]
-pub struct NewMessage<'a> {
-    pub session_id: &'a str,
-    pub kind: MessageKind,
-    pub text: &'a str,
-    pub message_id: Option<&'a str>,
-    pub task_id: Option<&'a str>,
-    pub user_message_id: Option<&'a str>,
-    pub scope: Option<&'a str>,
-    pub content_key: Option<&'a str>,
-    pub error_code: Option<&'a str>,
-    pub occurred_at: Option<&'a str>,
-    pub received_at: &'a str,
-    pub sort_key: i64,
-    pub draft_key: Option<&'a str>,
-    pub hidden: bool,
+pub enum Op {
+    InsertSession(SessionRecord),
+    EndSessions {
+        ids: Vec<String>,
+        at: String,
+    },
+    /// Tombstones the sessions, erases their messages and every event of theirs older than
+    /// `events_before` (the `session_deleted` event itself stays).
+    DeleteSessions {
+        ids: Vec<String>,
+        at: String,
+        events_before: i64,
+    },
+    InsertMessage(MessageRow),
+    /// Rewrites the mutable columns of a row (draft text, settling).
+    UpdateMessage(MessageRow),
+    DeleteMessage(i64),
+    InsertEvent {
+        id: i64,
+        session_id: String,
+        data: String,
+    },
 }
 
 /// Writes, used only by the conversation actor inside its transaction.
@@ -226,21 +291,212 @@ pub mod write {
         Ok(rows.iter().map(session_from_row).collect())
     }
 
-    /// Drafts left open by a previous run: `(row, draft_key)`.
+    /// Drafts left open by a previous run.
     pub async fn load_open_drafts(
         conn: &mut SqliteConnection,
-    ) -> Result<Vec<(MessageRow, String)>, StoreError> {
+    ) -> Result<Vec<MessageRow>, StoreError> {
         let sql = format!(
-            "SELECT {MESSAGE_COLUMNS}, draft_key FROM messages WHERE draft = 1 AND draft_key IS NOT NULL"
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE draft = 1 AND draft_key IS NOT NULL"
         );
         let rows = sqlx::query(&sql).fetch_all(&mut *conn).await?;
-        Ok(rows
-            .iter()
-            .map(|r| (message_from_row(r), r.get::<String, _>(14)))
-            .collect())
+        Ok(rows.iter().map(message_from_row).collect())
     }
 
-    pub async fn insert_session(
+    /// Every row of a session (for its in-memory dedupe index).
+    pub async fn load_session_messages(
+        conn: &mut SqliteConnection,
+        session_id: &str,
+    ) -> Result<Vec<MessageRow>, StoreError> {
+        let sql =
+            format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY id");
+        let rows = sqlx::query(&sql)
+            .bind(session_id)
+            .fetch_all(&mut *conn)
+            .await?;
+        Ok(rows.iter().map(message_from_row).collect())
+    }
+
+    /// One row by id, as the writer's transaction sees it.
+    pub async fn load_message(
+        conn: &mut SqliteConnection,
+        id: i64,
+    ) -> Result<Option<MessageRow>, StoreError> {
+        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        Ok(row.as_ref().map(message_from_row))
+    }
+
+    /// The next ids to hand out: `(messages, events)`. AUTOINCREMENT's high-water marks, so an
+    /// id is never reused, even after deletions.
+    pub async fn next_ids(conn: &mut SqliteConnection) -> Result<(i64, i64), StoreError> {
+        let rows = sqlx::query("SELECT name, seq FROM sqlite_sequence")
+            .fetch_all(&mut *conn)
+            .await?;
+        let seq = |n: &str| {
+            rows.iter()
+                .find(|r| r.get::<String, _>(0) == n)
+                .map(|r| r.get::<i64, _>(1))
+                .unwrap_or(0)
+        };
+        Ok((seq("messages") + 1, seq("events") + 1))
+    }
+
+    /// Applies a batch's ops. Inserts are grouped into multi-row statements (in power-of-two
+    /// sizes so few distinct statements get prepared); the rest run in order after them, which
+    /// is equivalent because nothing updates or deletes a row before inserting it.
+    pub async fn apply(conn: &mut SqliteConnection, ops: &[Op]) -> Result<(), StoreError> {
+        for op in ops {
+            if let Op::InsertSession(s) = op {
+                insert_session(conn, s).await?;
+            }
+        }
+        let messages: Vec<&MessageRow> = ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::InsertMessage(m) => Some(m),
+                _ => None,
+            })
+            .collect();
+        for r in chunks(messages.len()) {
+            insert_messages(conn, &messages[r]).await?;
+        }
+        let events: Vec<(i64, &str, &str)> = ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::InsertEvent {
+                    id,
+                    session_id,
+                    data,
+                } => Some((*id, session_id.as_str(), data.as_str())),
+                _ => None,
+            })
+            .collect();
+        for r in chunks(events.len()) {
+            insert_events(conn, &events[r]).await?;
+        }
+        for op in ops {
+            match op {
+                Op::UpdateMessage(m) => update_message(conn, m).await?,
+                Op::DeleteMessage(id) => {
+                    sqlx::query("DELETE FROM messages WHERE id = ?")
+                        .bind(id)
+                        .execute(&mut *conn)
+                        .await?;
+                }
+                Op::EndSessions { ids, at } => {
+                    for id in ids {
+                        sqlx::query(
+                            "UPDATE sessions SET ended_at = ? WHERE session_id = ? AND ended_at IS NULL",
+                        )
+                        .bind(at)
+                        .bind(id)
+                        .execute(&mut *conn)
+                        .await?;
+                    }
+                }
+                Op::DeleteSessions {
+                    ids,
+                    at,
+                    events_before,
+                } => {
+                    for id in ids {
+                        sqlx::query("UPDATE sessions SET deleted_at = ? WHERE session_id = ?")
+                            .bind(at)
+                            .bind(id)
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("DELETE FROM messages WHERE session_id = ?")
+                            .bind(id)
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("DELETE FROM events WHERE session_id = ? AND id < ?")
+                            .bind(id)
+                            .bind(events_before)
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                }
+                Op::InsertSession(_) | Op::InsertMessage(_) | Op::InsertEvent { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Splits `len` rows into power-of-two chunks (at most 256 rows each).
+    fn chunks(len: usize) -> Vec<std::ops::Range<usize>> {
+        let mut v = Vec::new();
+        let mut start = 0;
+        while start < len {
+            let rest = (len - start).min(256);
+            let n = 1usize << (usize::BITS - 1 - rest.leading_zeros());
+            v.push(start..start + n);
+            start += n;
+        }
+        v
+    }
+
+    fn values_sql(cols: usize, rows: usize) -> String {
+        let one = format!("({})", vec!["?"; cols].join(", "));
+        vec![one; rows].join(", ")
+    }
+
+    async fn insert_messages(
+        conn: &mut SqliteConnection,
+        rows: &[&MessageRow],
+    ) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO messages (id, session_id, kind, text, message_id, task_id, user_message_id, \
+             scope, content_key, error_code, occurred_at, received_at, sort_key, draft, draft_key, \
+             hidden, speaker, delivery, delivery_error) VALUES {} ON CONFLICT DO NOTHING",
+            values_sql(19, rows.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for m in rows {
+            q = q
+                .bind(m.id)
+                .bind(&m.session_id)
+                .bind(m.kind.as_str())
+                .bind(&m.text)
+                .bind(&m.message_id)
+                .bind(&m.task_id)
+                .bind(&m.user_message_id)
+                .bind(&m.scope)
+                .bind(&m.content_key)
+                .bind(&m.error_code)
+                .bind(&m.occurred_at)
+                .bind(&m.received_at)
+                .bind(m.sort_key)
+                .bind(m.draft as i64)
+                .bind(&m.draft_key)
+                .bind(m.hidden as i64)
+                .bind(&m.speaker)
+                .bind(&m.delivery)
+                .bind(&m.delivery_error);
+        }
+        q.execute(&mut *conn).await?;
+        Ok(())
+    }
+
+    async fn insert_events(
+        conn: &mut SqliteConnection,
+        rows: &[(i64, &str, &str)],
+    ) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO events (id, session_id, data) VALUES {}",
+            values_sql(3, rows.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for (id, session_id, data) in rows {
+            q = q.bind(id).bind(*session_id).bind(*data);
+        }
+        q.execute(&mut *conn).await?;
+        Ok(())
+    }
+
+    async fn insert_session(
         conn: &mut SqliteConnection,
         s: &SessionRecord,
     ) -> Result<(), StoreError> {
@@ -258,198 +514,25 @@ pub mod write {
         Ok(())
     }
 
-    pub async fn end_sessions(
-        conn: &mut SqliteConnection,
-        ids: &[&str],
-        ended_at: &str,
-    ) -> Result<(), StoreError> {
-        for id in ids {
-            sqlx::query(
-                "UPDATE sessions SET ended_at = ? WHERE session_id = ? AND ended_at IS NULL",
-            )
-            .bind(ended_at)
-            .bind(id)
-            .execute(&mut *conn)
-            .await?;
-        }
-        Ok(())
-    }
-
-    /// Tombstones the sessions and erases their messages and events.
-    pub async fn delete_sessions(
-        conn: &mut SqliteConnection,
-        ids: &[&str],
-        deleted_at: &str,
-    ) -> Result<(), StoreError> {
-        for id in ids {
-            sqlx::query("UPDATE sessions SET deleted_at = ? WHERE session_id = ?")
-                .bind(deleted_at)
-                .bind(id)
-                .execute(&mut *conn)
-                .await?;
-            sqlx::query("DELETE FROM messages WHERE session_id = ?")
-                .bind(id)
-                .execute(&mut *conn)
-                .await?;
-            sqlx::query("DELETE FROM events WHERE session_id = ?")
-                .bind(id)
-                .execute(&mut *conn)
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// Inserts unless the (session, message_id) or the content key already exists.
-    /// Returns the new row id, or `None` for a duplicate.
-    pub async fn insert_message(
-        conn: &mut SqliteConnection,
-        m: &NewMessage<'_>,
-    ) -> Result<Option<i64>, StoreError> {
-        let row = sqlx::query(
-            "INSERT INTO messages (session_id, kind, text, message_id, task_id, user_message_id, scope, \
-             content_key, error_code, occurred_at, received_at, sort_key, draft, draft_key, hidden) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
-        )
-        .bind(m.session_id)
-        .bind(m.kind.as_str())
-        .bind(m.text)
-        .bind(m.message_id)
-        .bind(m.task_id)
-        .bind(m.user_message_id)
-        .bind(m.scope)
-        .bind(m.content_key)
-        .bind(m.error_code)
-        .bind(m.occurred_at)
-        .bind(m.received_at)
-        .bind(m.sort_key)
-        .bind(m.draft_key.is_some() as i64)
-        .bind(m.draft_key)
-        .bind(m.hidden as i64)
-        .fetch_optional(&mut *conn)
-        .await?;
-        Ok(row.map(|r| r.get::<i64, _>(0)))
-    }
-
-    /// `true` when the message id or the content key is already stored in the session.
-    pub async fn is_duplicate(
-        conn: &mut SqliteConnection,
-        session_id: &str,
-        message_id: &str,
-        content_key: Option<&str>,
-    ) -> Result<bool, StoreError> {
-        let row = sqlx::query(
-            "SELECT 1 FROM messages WHERE (session_id = ? AND message_id = ?) OR content_key = ? LIMIT 1",
-        )
-        .bind(session_id)
-        .bind(message_id)
-        .bind(content_key)
-        .fetch_optional(&mut *conn)
-        .await?;
-        Ok(row.is_some())
-    }
-
-    pub async fn update_draft_text(
-        conn: &mut SqliteConnection,
-        id: i64,
-        text: &str,
-    ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE messages SET text = ? WHERE id = ?")
-            .bind(text)
-            .bind(id)
-            .execute(&mut *conn)
-            .await?;
-        Ok(())
-    }
-
-    /// Turns a draft row into a final message (caller checked for duplicates first).
-    #[allow(clippy::too_many_arguments)]
-    pub async fn settle_draft(
-        conn: &mut SqliteConnection,
-        id: i64,
-        text: &str,
-        message_id: Option<&str>,
-        content_key: Option<&str>,
-        occurred_at: Option<&str>,
-        hidden: bool,
-    ) -> Result<(), StoreError> {
+    async fn update_message(conn: &mut SqliteConnection, m: &MessageRow) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE messages SET text = ?, message_id = COALESCE(?, message_id), content_key = ?, \
-             occurred_at = COALESCE(?, occurred_at), draft = 0, draft_key = NULL, hidden = ? WHERE id = ?",
+            "UPDATE OR IGNORE messages SET text = ?, message_id = ?, content_key = ?, occurred_at = ?, \
+             draft = ?, draft_key = ?, hidden = ?, task_id = ?, delivery = ?, delivery_error = ? \
+             WHERE id = ?",
         )
-        .bind(text)
-        .bind(message_id)
-        .bind(content_key)
-        .bind(occurred_at)
-        .bind(hidden as i64)
-        .bind(id)
+        .bind(&m.text)
+        .bind(&m.message_id)
+        .bind(&m.content_key)
+        .bind(&m.occurred_at)
+        .bind(m.draft as i64)
+        .bind(&m.draft_key)
+        .bind(m.hidden as i64)
+        .bind(&m.task_id)
+        .bind(&m.delivery)
+        .bind(&m.delivery_error)
+        .bind(m.id)
         .execute(&mut *conn)
         .await?;
         Ok(())
-    }
-
-    pub async fn delete_message(conn: &mut SqliteConnection, id: i64) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM messages WHERE id = ?")
-            .bind(id)
-            .execute(&mut *conn)
-            .await?;
-        Ok(())
-    }
-
-    pub async fn content_key_exists(
-        conn: &mut SqliteConnection,
-        content_key: &str,
-    ) -> Result<bool, StoreError> {
-        Ok(sqlx::query("SELECT 1 FROM messages WHERE content_key = ?")
-            .bind(content_key)
-            .fetch_optional(&mut *conn)
-            .await?
-            .is_some())
-    }
-
-    /// The most recent final texts of a scope (for hiding stale or redundant drafts).
-    pub async fn scope_texts(
-        conn: &mut SqliteConnection,
-        session_id: &str,
-        scope: &str,
-    ) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT text FROM messages WHERE session_id = ? AND scope = ? AND draft = 0 \
-             AND kind IN ('assistant', 'notice') ORDER BY id DESC LIMIT 50",
-        )
-        .bind(session_id)
-        .bind(scope)
-        .fetch_all(&mut *conn)
-        .await?;
-        Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
-    }
-
-    pub async fn get_message(
-        conn: &mut SqliteConnection,
-        id: i64,
-    ) -> Result<Option<MessageRow>, StoreError> {
-        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?");
-        Ok(sqlx::query(&sql)
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await?
-            .as_ref()
-            .map(message_from_row))
-    }
-
-    pub async fn insert_event(
-        conn: &mut SqliteConnection,
-        session_id: &str,
-        data: &str,
-    ) -> Result<i64, StoreError> {
-        let row = sqlx::query("INSERT INTO events (session_id, data) VALUES (?, ?) RETURNING id")
-            .bind(session_id)
-            .bind(data)
-            .fetch_one(&mut *conn)
-            .await?;
-        Ok(row.get::<i64, _>(0))
-    }
-
-    pub async fn begin(conn: &mut SqliteConnection) -> Result<Tx<'_>, StoreError> {
-        Ok(conn.begin().await?)
     }
 }

@@ -20,17 +20,20 @@ pub mod typing;
 
 use crate::clock::{fmt_time, SharedClock};
 use crate::events::{Event, EventHub};
-use crate::model::{InsightView, MessageKind, MessageRow, MessageView, SessionView, TypingView};
+use crate::model::{
+    InsightView, MessageKind, MessageRow, MessageView, SessionView, TranscriptView, TypingView,
+};
 use crate::protocol::{
     clean_text, has_draft_cursor, is_none_reply, Callback, Status, INSIGHTS_PREFIX,
 };
-use crate::store::{write, NewMessage, SessionRecord, Store, StoreError};
+use crate::store::{write, Op, SessionRecord, Store, StoreError};
+use chrono::{DateTime, Utc};
 use drafts::{Draft, DraftKey};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Connection;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use typing::{Touch, TypingTracker};
@@ -74,6 +77,10 @@ pub enum CoreError {
     NotACall,
     #[error("the text is empty")]
     EmptyText,
+    #[error("the call has ended")]
+    CallEnded,
+    #[error("no such message")]
+    MessageNotFound,
     #[error("the app is shutting down")]
     Stopped,
 }
@@ -85,6 +92,8 @@ impl CoreError {
             CoreError::SessionNotFound => "session_not_found",
             CoreError::NotACall => "not_a_call",
             CoreError::EmptyText => "empty_text",
+            CoreError::CallEnded => "call_ended",
+            CoreError::MessageNotFound => "message_not_found",
             CoreError::Stopped => "shutting_down",
         }
     }
@@ -116,7 +125,47 @@ enum Cmd {
         session_id: String,
         reply: Reply<Vec<TypingView>>,
     },
+    Transcript {
+        session_id: String,
+        speaker: Option<String>,
+        text: String,
+        reply: Reply<TranscriptView>,
+    },
+    Delivery {
+        id: i64,
+        update: DeliveryUpdate,
+        reply: Reply<()>,
+    },
     Tick,
+}
+
+/// What the assistant link reports about an outgoing entry (a user message or a transcript
+/// turn).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryUpdate {
+    /// `pending` (queued, or queued again by a user retry), `sent` or `failed`.
+    pub state: DeliveryState,
+    /// The task id the entry was (or will be) sent under; kept across automatic retries.
+    pub task_id: Option<String>,
+    /// Why it failed: a stable code and a sentence for the user.
+    pub error: Option<(String, String)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryState {
+    Pending,
+    Sent,
+    Failed,
+}
+
+impl DeliveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Sent => "sent",
+            DeliveryState::Failed => "failed",
+        }
+    }
 }
 
 /// Handle to the conversation: cheap to clone, used by the listener, the control API and the
@@ -139,45 +188,11 @@ impl Conversation {
         settings: Settings,
     ) -> Result<Conversation, StoreError> {
         let hub = EventHub::new();
-        let mut state = State {
-            sessions: Arc::new(HashMap::new()),
-            drafts: HashMap::new(),
-            typing: TypingTracker::new(settings.typing_timeout_ms),
-        };
-        let sessions: HashMap<String, SessionRecord> = write::load_sessions(&mut conn)
-            .await?
-            .into_iter()
-            .map(|s| (s.session_id.clone(), s))
-            .collect();
-        state.sessions = Arc::new(sessions);
-        let now_ms = clock.now_ms();
-        for (row, key) in write::load_open_drafts(&mut conn).await? {
-            let Some(key) = DraftKey::decode(&key) else {
-                continue;
-            };
-            let scope = row.scope.clone().unwrap_or_default();
-            let d = Draft::new(
-                &row.session_id,
-                &scope,
-                row.task_id.as_deref().unwrap_or_default(),
-                row.user_message_id.as_deref(),
-                row.sort_key,
-                row.occurred_at.clone(),
-                row.received_at.clone(),
-                now_ms,
-            )
-            .resumed(row.id, row.text.clone());
-            state.drafts.insert((row.session_id.clone(), key), d);
-        }
+        let core = Core::load(&mut conn, clock.clone(), settings, hub.clone()).await?;
         let (tx, rx) = mpsc::channel(8192);
         let actor = Actor {
             conn,
-            core: Core {
-                state,
-                clock: clock.clone(),
-                settings,
-                hub: hub.clone(),
-            },
+            core,
             store: store.clone(),
         };
         tokio::spawn(actor.run(rx));
@@ -266,6 +281,51 @@ impl Conversation {
         self.call(|reply| Cmd::Typing { session_id, reply }).await
     }
 
+    /// Stores a final transcript turn of a live call (sent to the assistant by the link).
+    pub async fn transcript_turn(
+        &self,
+        session_id: &str,
+        speaker: Option<&str>,
+        text: &str,
+    ) -> Result<TranscriptView, CoreError> {
+        let session_id = session_id.to_string();
+        let speaker = speaker.map(str::to_string);
+        let text = text.to_string();
+        self.call(|reply| Cmd::Transcript {
+            session_id,
+            speaker,
+            text,
+            reply,
+        })
+        .await
+    }
+
+    /// Records the delivery state of an outgoing entry (by row id).
+    pub async fn set_delivery(&self, id: i64, update: DeliveryUpdate) -> Result<(), CoreError> {
+        self.call(|reply| Cmd::Delivery { id, update, reply }).await
+    }
+
+    /// Outgoing entries still to deliver, oldest first.
+    pub async fn pending_deliveries(&self) -> Result<Vec<MessageRow>, CoreError> {
+        self.store.pending_deliveries().await.map_err(storage)
+    }
+
+    /// The transcript of a call, oldest first.
+    pub async fn transcript(&self, session_id: &str) -> Result<Vec<TranscriptView>, CoreError> {
+        let s = self.chat_session(session_id).await?;
+        let start = micros_of(&s.created_at);
+        let rows = self
+            .store
+            .messages(&format!("{INSIGHTS_PREFIX}{session_id}"))
+            .await
+            .map_err(storage)?;
+        Ok(rows
+            .iter()
+            .filter(|r| r.kind == MessageKind::Transcript)
+            .map(|r| TranscriptView::from_row(r, session_id, start))
+            .collect())
+    }
+
     /// Runs due timers now (tests with a manual clock call this after advancing it).
     pub async fn tick(&self) -> Result<(), CoreError> {
         self.tx
@@ -318,7 +378,7 @@ impl Conversation {
             .map_err(storage)?;
         let mut v: Vec<InsightView> = rows
             .iter()
-            .filter(|r| !r.hidden && r.kind != MessageKind::User)
+            .filter(|r| !r.hidden && !matches!(r.kind, MessageKind::User | MessageKind::Transcript))
             .map(|r| InsightView::from_row(r, session_id, start))
             .collect();
         v.reverse();
@@ -362,12 +422,56 @@ fn hash_hex(parts: &[&str]) -> String {
 
 // ---------------------------------------------------------------------------------------------
 
+/// What the writer knows of one session's stored messages, so batches decide without reading
+/// the database: the dedupe keys and the final texts per scope. Loaded on first use.
+#[derive(Debug, Default)]
+struct SessionIndex {
+    message_ids: HashSet<String>,
+    content_keys: HashSet<String>,
+    finals: HashMap<String, Vec<String>>,
+    last_used: u64,
+}
+
+impl SessionIndex {
+    fn add(&mut self, row: &MessageRow) {
+        if let Some(m) = &row.message_id {
+            self.message_ids.insert(m.clone());
+        }
+        if let Some(k) = &row.content_key {
+            self.content_keys.insert(k.clone());
+        }
+        if !row.draft && matches!(row.kind, MessageKind::Assistant | MessageKind::Notice) {
+            if let Some(scope) = &row.scope {
+                self.finals
+                    .entry(scope.clone())
+                    .or_default()
+                    .push(row.text.clone());
+            }
+        }
+    }
+
+    /// A final text of the scope starts with `text`: a draft of it is redundant.
+    fn final_extends(&self, scope: &str, text: &str) -> bool {
+        self.finals
+            .get(scope)
+            .is_some_and(|v| v.iter().any(|f| f.starts_with(text)))
+    }
+}
+
+/// Sessions whose index stays in memory between batches.
+const INDEX_CACHE: usize = 64;
+
+/// In-memory state that a failed commit must roll back.
 #[derive(Clone)]
 struct State {
     /// Every session ever created (deleted ones as tombstones), by id.
     sessions: Arc<HashMap<String, SessionRecord>>,
     drafts: HashMap<(String, DraftKey), Draft>,
+    /// Rows of visible drafts, by id.
+    draft_rows: HashMap<i64, MessageRow>,
     typing: TypingTracker,
+    next_message_id: i64,
+    next_event_id: i64,
 }
 
 struct Actor {
@@ -378,6 +482,10 @@ struct Actor {
 
 struct Core {
     state: State,
+    index: HashMap<String, SessionIndex>,
+    batch_no: u64,
+    /// Writes decided by the current batch.
+    ops: Vec<Op>,
     clock: SharedClock,
     settings: Settings,
     hub: EventHub,
@@ -417,27 +525,46 @@ impl Actor {
                     Err(_) => break,
                 }
             }
+            let idle = rx.is_empty();
             self.run_batch(batch).await;
+            if idle {
+                self.store.idle();
+            }
         }
         tracing::debug!("conversation writer stopped");
     }
 
     async fn run_batch(&mut self, batch: Vec<Cmd>) {
         let snapshot = self.core.state.clone();
+        self.core.batch_no += 1;
         let mut finishers: Vec<Finish> = Vec::with_capacity(batch.len());
         let mut events: Vec<Event> = Vec::new();
+        let started = std::time::Instant::now();
+        let size = batch.len();
         let result: Result<(), StoreError> = async {
             let mut tx = self.conn.begin().await?;
             for cmd in batch {
                 finishers.push(self.core.apply(&mut tx, cmd, &mut events).await?);
             }
+            if !self.core.ops.is_empty() {
+                write::apply(&mut tx, &self.core.ops).await?;
+            }
             tx.commit().await?;
             Ok(())
         }
         .await;
+        if started.elapsed() > std::time::Duration::from_millis(50) {
+            tracing::debug!(
+                size,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "slow batch"
+            );
+        }
+        let wrote = !self.core.ops.is_empty();
+        self.core.ops.clear();
         match result {
             Ok(()) => {
-                if !events.is_empty() {
+                if wrote {
                     self.store.committed();
                 }
                 for e in events {
@@ -450,6 +577,7 @@ impl Actor {
             Err(e) => {
                 tracing::error!(error = %e, "commit failed; the batch is answered 503 and rolled back");
                 self.core.state = snapshot;
+                self.core.index.clear();
                 let err = CoreError::StorageUnavailable(e.to_string());
                 for f in finishers {
                     f(Some(err.clone()));
@@ -458,6 +586,7 @@ impl Actor {
                 // channels: their callers see StorageUnavailable too.
             }
         }
+        self.core.evict_indexes();
     }
 }
 
@@ -468,6 +597,89 @@ enum Route {
 }
 
 impl Core {
+    async fn load(
+        conn: &mut SqliteConnection,
+        clock: SharedClock,
+        settings: Settings,
+        hub: EventHub,
+    ) -> Result<Core, StoreError> {
+        let sessions: HashMap<String, SessionRecord> = write::load_sessions(conn)
+            .await?
+            .into_iter()
+            .map(|s| (s.session_id.clone(), s))
+            .collect();
+        let (next_message_id, next_event_id) = write::next_ids(conn).await?;
+        let mut state = State {
+            sessions: Arc::new(sessions),
+            drafts: HashMap::new(),
+            draft_rows: HashMap::new(),
+            typing: TypingTracker::new(settings.typing_timeout_ms),
+            next_message_id,
+            next_event_id,
+        };
+        let now_ms = clock.now_ms();
+        for row in write::load_open_drafts(conn).await? {
+            let Some(key) = row.draft_key.as_deref().and_then(DraftKey::decode) else {
+                continue;
+            };
+            let d = Draft::new(
+                &row.session_id,
+                row.scope.as_deref().unwrap_or_default(),
+                row.task_id.as_deref().unwrap_or_default(),
+                row.user_message_id.as_deref(),
+                row.sort_key,
+                row.occurred_at.clone(),
+                row.received_at.clone(),
+                now_ms,
+            )
+            .resumed(row.id, row.text.clone());
+            state.drafts.insert((row.session_id.clone(), key), d);
+            state.draft_rows.insert(row.id, row);
+        }
+        Ok(Core {
+            state,
+            index: HashMap::new(),
+            batch_no: 0,
+            ops: Vec::new(),
+            clock,
+            settings,
+            hub,
+        })
+    }
+
+    fn evict_indexes(&mut self) {
+        if self.index.len() <= INDEX_CACHE {
+            return;
+        }
+        let mut ages: Vec<u64> = self.index.values().map(|i| i.last_used).collect();
+        ages.sort_unstable();
+        let cutoff = ages[ages.len() - INDEX_CACHE / 2];
+        self.index.retain(|_, i| i.last_used >= cutoff);
+    }
+
+    /// Loads a session's index if needed. Safe mid-batch: a session is loaded before any op of
+    /// the batch touches it, so the database holds exactly what the index must.
+    async fn ensure_index(
+        &mut self,
+        conn: &mut SqliteConnection,
+        session_id: &str,
+    ) -> Result<(), StoreError> {
+        if !self.index.contains_key(session_id) {
+            let mut idx = SessionIndex::default();
+            for row in write::load_session_messages(conn, session_id).await? {
+                idx.add(&row);
+            }
+            self.index.insert(session_id.to_string(), idx);
+        }
+        let batch = self.batch_no;
+        self.index.get_mut(session_id).expect("loaded").last_used = batch;
+        Ok(())
+    }
+
+    fn idx(&mut self, session_id: &str) -> &mut SessionIndex {
+        self.index.get_mut(session_id).expect("ensure_index first")
+    }
+
     fn next_deadline_ms(&self) -> Option<i64> {
         let drafts = self
             .state
@@ -497,17 +709,10 @@ impl Core {
                 is_call,
                 title,
                 reply,
-            } => {
-                let r = self.create_session(conn, is_call, title, events).await?;
-                finish(reply, Ok(r))
-            }
-            Cmd::EndCall { session_id, reply } => {
-                let r = self.end_call(conn, &session_id, events).await?;
-                finish(reply, r)
-            }
+            } => finish(reply, Ok(self.create_session(is_call, title, events))),
+            Cmd::EndCall { session_id, reply } => finish(reply, self.end_call(&session_id, events)),
             Cmd::DeleteSession { session_id, reply } => {
-                let r = self.delete_session(conn, &session_id, events).await?;
-                finish(reply, r)
+                finish(reply, self.delete_session(&session_id, events))
             }
             Cmd::UserMessage {
                 session_id,
@@ -527,24 +732,61 @@ impl Core {
                     .collect();
                 finish(reply, Ok(v))
             }
+            Cmd::Transcript {
+                session_id,
+                speaker,
+                text,
+                reply,
+            } => {
+                let r = self
+                    .transcript_turn(conn, &session_id, speaker, &text, events)
+                    .await?;
+                finish(reply, r)
+            }
+            Cmd::Delivery { id, update, reply } => {
+                let r = self.set_delivery(conn, id, update, events).await?;
+                finish(reply, r)
+            }
             Cmd::Tick => {
-                self.expire(conn, events).await?;
+                self.expire(events);
                 Box::new(|_| {})
             }
         })
     }
 
-    async fn emit(
+    /// Logs an event (written with the batch, published after the commit).
+    fn emit(&mut self, events: &mut Vec<Event>, log_session: &str, mut data: Value) {
+        let id = self.state.next_event_id;
+        self.state.next_event_id += 1;
+        let event_type = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string();
+        if let Some(o) = data.as_object_mut() {
+            o.insert("id".into(), id.into());
+        }
+        self.push_event(events, id, &event_type, log_session, data.to_string());
+    }
+
+    fn push_event(
         &mut self,
-        conn: &mut SqliteConnection,
         events: &mut Vec<Event>,
+        id: i64,
+        ty: &str,
         log_session: &str,
-        data: Value,
-    ) -> Result<(), StoreError> {
-        let text = data.to_string();
-        let id = write::insert_event(conn, log_session, &text).await?;
-        events.push(Event::from_stored(id, &text));
-        Ok(())
+        json: String,
+    ) {
+        self.ops.push(Op::InsertEvent {
+            id,
+            session_id: log_session.to_string(),
+            data: json.clone(),
+        });
+        events.push(Event {
+            id,
+            event_type: ty.to_string(),
+            json,
+        });
     }
 
     fn route(&self, session_id: &str) -> Option<Route> {
@@ -602,7 +844,7 @@ impl Core {
                         .expect("just touched");
                     let data = json!({"type": "typing_started", "session_id": cb.session_id,
                         "typing": typing_view(&cb.session_id, cb.scope(), &lease)});
-                    self.emit(conn, events, &cb.session_id, data).await?;
+                    self.emit(events, &cb.session_id, data);
                 }
                 Ok(Outcome::Applied)
             }
@@ -618,8 +860,7 @@ impl Core {
                         .store_reply(conn, cb, &route, MessageKind::Assistant, events)
                         .await?;
                 }
-                self.stop_typing(conn, events, &cb.session_id, cb.scope(), "completed")
-                    .await?;
+                self.stop_typing(events, &cb.session_id, cb.scope(), "completed");
                 Ok(outcome)
             }
             Status::Message | Status::Notice => {
@@ -636,20 +877,58 @@ impl Core {
                     // Insights are one short line: only the final message is surfaced.
                     return Ok(Outcome::Applied);
                 }
-                self.apply_chunk(conn, cb, events).await
+                self.ensure_index(conn, &cb.session_id).await?;
+                self.apply_chunk(cb, events);
+                Ok(Outcome::Applied)
             }
         }
     }
 
-    fn sort_key(
-        &self,
-        cb_time: Option<chrono::DateTime<chrono::Utc>>,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> i64 {
-        match cb_time {
+    fn sort_key(&self, at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> i64 {
+        match at {
             Some(t) if t < now => t.timestamp_micros(),
             _ => now.timestamp_micros(),
         }
+    }
+
+    /// A new row with the next id; the caller fills in the rest.
+    fn new_row(&mut self, session_id: &str, kind: MessageKind, text: String) -> MessageRow {
+        let id = self.state.next_message_id;
+        self.state.next_message_id += 1;
+        let now = self.clock.now();
+        MessageRow {
+            id,
+            session_id: session_id.to_string(),
+            kind,
+            text,
+            message_id: None,
+            task_id: None,
+            user_message_id: None,
+            scope: None,
+            error_code: None,
+            occurred_at: None,
+            received_at: fmt_time(now),
+            sort_key: now.timestamp_micros(),
+            draft: false,
+            hidden: false,
+            content_key: None,
+            draft_key: None,
+            speaker: None,
+            delivery: None,
+            delivery_error: None,
+        }
+    }
+
+    /// Stores a new row (index, op, event).
+    fn insert_row(&mut self, row: MessageRow, route: &Route, events: &mut Vec<Event>) {
+        self.idx(&row.session_id).add(&row);
+        if !row.hidden {
+            self.emit_row(events, &row, route, true);
+        }
+        if row.draft {
+            self.state.draft_rows.insert(row.id, row.clone());
+        }
+        self.ops.push(Op::InsertMessage(row));
     }
 
     async fn store_reply(
@@ -662,17 +941,17 @@ impl Core {
     ) -> Result<Outcome, StoreError> {
         let raw = cb.reply_text.as_deref().unwrap_or_default();
         let insights = matches!(route, Route::Insights { .. });
+        self.ensure_index(conn, &cb.session_id).await?;
         if has_draft_cursor(raw) && kind == MessageKind::Assistant {
             if insights {
                 return Ok(Outcome::Applied);
             }
-            return self.apply_edit_draft(conn, cb, events).await;
+            return Ok(self.apply_edit_draft(cb, events));
         }
         let text = clean_text(raw);
         if text.is_empty() {
             return Ok(Outcome::Applied);
         }
-        let now = self.clock.now();
         let scope = cb.scope().to_string();
         let message_id = cb
             .message_id
@@ -680,141 +959,80 @@ impl Core {
             .unwrap_or_else(|| format!("h:{}", hash_hex(&[&cb.task_id, raw])));
         let content_key = hash_hex(&[&cb.session_id, &scope, kind.as_str(), &text]);
         let hidden = insights && is_none_reply(&text);
-        let occurred_at = cb.occurred_at.map(fmt_time);
 
         // A draft this message settles: the stream of the same task, else an edit-style draft
         // of the scope that the final text extends.
         let task_key = (cb.session_id.clone(), DraftKey::Task(cb.task_id.clone()));
         let edit_key = (cb.session_id.clone(), DraftKey::Edit(scope.clone()));
-        let settle_key = if kind == MessageKind::Assistant
-            && self
-                .state
-                .drafts
-                .get(&task_key)
-                .is_some_and(|d| d.is_open())
-        {
+        let settle_key = if kind != MessageKind::Assistant {
+            None
+        } else if self.state.drafts.get(&task_key).is_some_and(Draft::is_open) {
             Some(task_key)
-        } else if kind == MessageKind::Assistant
-            && self
-                .state
-                .drafts
-                .get(&edit_key)
-                .is_some_and(|d| d.is_open() && text.starts_with(d.display().trim_end()))
+        } else if self
+            .state
+            .drafts
+            .get(&edit_key)
+            .is_some_and(|d| d.is_open() && text.starts_with(d.display().trim_end()))
         {
             Some(edit_key)
         } else {
             None
         };
 
-        let outcome = if let Some(key) = settle_key {
-            if write::is_duplicate(conn, &cb.session_id, &message_id, Some(&content_key)).await? {
-                // A retry of an earlier message: the draft is left alone, unless the same text
-                // is already final, in which case the draft is redundant.
-                if write::content_key_exists(conn, &content_key).await? {
-                    self.drop_draft(conn, events, &key, route).await?;
-                }
-                Outcome::Duplicate
-            } else {
+        let idx = self.idx(&cb.session_id);
+        let same_id = idx.message_ids.contains(&message_id);
+        let same_text = idx.content_keys.contains(&content_key);
+        let outcome = if same_id || same_text {
+            // A retry or a near-identical re-send: nothing changes, except that a draft of the
+            // same, already final, text is redundant.
+            if let (Some(key), true) = (&settle_key, same_text) {
+                self.drop_draft(events, key, route);
+            }
+            Outcome::Duplicate
+        } else {
+            let draft_row = settle_key.and_then(|key| {
                 let d = self.state.drafts.get_mut(&key).expect("checked above");
                 let row = d.row_id;
                 d.settle();
                 if matches!(key.1, DraftKey::Edit(_)) {
                     self.state.drafts.remove(&key);
                 }
-                match row {
-                    Some(id) => {
-                        write::settle_draft(
-                            conn,
-                            id,
-                            &text,
-                            Some(&message_id),
-                            Some(&content_key),
-                            occurred_at.as_deref(),
-                            hidden,
-                        )
-                        .await?;
-                        self.emit_message(conn, events, id, route, false).await?;
-                        Outcome::Applied
+                row.and_then(|id| self.state.draft_rows.remove(&id))
+            });
+            let occurred_at = cb.occurred_at.map(fmt_time);
+            match draft_row {
+                Some(mut row) => {
+                    // Settles in place: same id, same position, the final text.
+                    row.text = text;
+                    row.message_id = Some(message_id);
+                    row.content_key = Some(content_key);
+                    row.occurred_at = occurred_at.or(row.occurred_at);
+                    row.draft = false;
+                    row.draft_key = None;
+                    row.hidden = hidden;
+                    self.idx(&cb.session_id).add(&row);
+                    if !hidden {
+                        self.emit_row(events, &row, route, false);
                     }
-                    None => {
-                        self.insert_reply(
-                            conn,
-                            cb,
-                            route,
-                            kind,
-                            &text,
-                            &message_id,
-                            &content_key,
-                            hidden,
-                            now,
-                            events,
-                        )
-                        .await?
-                    }
+                    self.ops.push(Op::UpdateMessage(row));
+                }
+                None => {
+                    let mut row = self.new_row(&cb.session_id, kind, text);
+                    row.message_id = Some(message_id);
+                    row.task_id = Some(cb.task_id.clone());
+                    row.user_message_id = cb.user_message_id.clone();
+                    row.scope = Some(scope.clone());
+                    row.content_key = Some(content_key);
+                    row.occurred_at = occurred_at;
+                    row.sort_key = self.sort_key(cb.occurred_at, self.clock.now());
+                    row.hidden = hidden;
+                    self.insert_row(row, route, events);
                 }
             }
-        } else {
-            self.insert_reply(
-                conn,
-                cb,
-                route,
-                kind,
-                &text,
-                &message_id,
-                &content_key,
-                hidden,
-                now,
-                events,
-            )
-            .await?
+            Outcome::Applied
         };
-        self.stop_typing(conn, events, &cb.session_id, &scope, "message")
-            .await?;
+        self.stop_typing(events, &cb.session_id, &scope, "message");
         Ok(outcome)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn insert_reply(
-        &mut self,
-        conn: &mut SqliteConnection,
-        cb: &Callback,
-        route: &Route,
-        kind: MessageKind,
-        text: &str,
-        message_id: &str,
-        content_key: &str,
-        hidden: bool,
-        now: chrono::DateTime<chrono::Utc>,
-        events: &mut Vec<Event>,
-    ) -> Result<Outcome, StoreError> {
-        let occurred_at = cb.occurred_at.map(fmt_time);
-        let received_at = fmt_time(now);
-        let m = NewMessage {
-            session_id: &cb.session_id,
-            kind,
-            text,
-            message_id: Some(message_id),
-            task_id: Some(&cb.task_id),
-            user_message_id: cb.user_message_id.as_deref(),
-            scope: Some(cb.scope()),
-            content_key: Some(content_key),
-            error_code: None,
-            occurred_at: occurred_at.as_deref(),
-            received_at: &received_at,
-            sort_key: self.sort_key(cb.occurred_at, now),
-            draft_key: None,
-            hidden,
-        };
-        match write::insert_message(conn, &m).await? {
-            None => Ok(Outcome::Duplicate),
-            Some(id) => {
-                if !hidden {
-                    let row = row_of(&m, id);
-                    self.emit_row(conn, events, &row, route, true).await?;
-                }
-                Ok(Outcome::Applied)
-            }
-        }
     }
 
     async fn store_error(
@@ -824,7 +1042,7 @@ impl Core {
         route: &Route,
         events: &mut Vec<Event>,
     ) -> Result<Outcome, StoreError> {
-        let now = self.clock.now();
+        self.ensure_index(conn, &cb.session_id).await?;
         let code = cb.error_code.clone().unwrap_or_else(|| "error".into());
         let text = cb
             .error_message
@@ -836,60 +1054,40 @@ impl Core {
             .message_id
             .clone()
             .unwrap_or_else(|| format!("e:{}", hash_hex(&[&cb.task_id, &code, &text])));
-        let occurred_at = cb.occurred_at.map(fmt_time);
-        let received_at = fmt_time(now);
-        let m = NewMessage {
-            session_id: &cb.session_id,
-            kind: MessageKind::Error,
-            text: &text,
-            message_id: Some(&message_id),
-            task_id: Some(&cb.task_id),
-            user_message_id: cb.user_message_id.as_deref(),
-            scope: Some(cb.scope()),
-            content_key: None,
-            error_code: Some(&code),
-            occurred_at: occurred_at.as_deref(),
-            received_at: &received_at,
-            sort_key: self.sort_key(cb.occurred_at, now),
-            draft_key: None,
-            hidden: false,
+        let outcome = if self.idx(&cb.session_id).message_ids.contains(&message_id) {
+            Outcome::Duplicate
+        } else {
+            let mut row = self.new_row(&cb.session_id, MessageKind::Error, text);
+            row.message_id = Some(message_id);
+            row.task_id = Some(cb.task_id.clone());
+            row.user_message_id = cb.user_message_id.clone();
+            row.scope = Some(cb.scope().to_string());
+            row.error_code = Some(code);
+            row.occurred_at = cb.occurred_at.map(fmt_time);
+            row.sort_key = self.sort_key(cb.occurred_at, self.clock.now());
+            self.insert_row(row, route, events);
+            Outcome::Applied
         };
-        let outcome = match write::insert_message(conn, &m).await? {
-            None => Outcome::Duplicate,
-            Some(id) => {
-                let row = row_of(&m, id);
-                self.emit_row(conn, events, &row, route, true).await?;
-                Outcome::Applied
-            }
-        };
-        self.stop_typing(conn, events, &cb.session_id, cb.scope(), "errored")
-            .await?;
+        self.stop_typing(events, &cb.session_id, cb.scope(), "errored");
         Ok(outcome)
     }
 
     /// A `message` whose text ends with the draft cursor: the whole text so far of a reply.
-    async fn apply_edit_draft(
-        &mut self,
-        conn: &mut SqliteConnection,
-        cb: &Callback,
-        events: &mut Vec<Event>,
-    ) -> Result<Outcome, StoreError> {
+    fn apply_edit_draft(&mut self, cb: &Callback, events: &mut Vec<Event>) -> Outcome {
         let text = clean_text(cb.reply_text.as_deref().unwrap_or_default());
         let scope = cb.scope().to_string();
         let key = (cb.session_id.clone(), DraftKey::Edit(scope.clone()));
         let now = self.clock.now();
-        let now_ms = now.timestamp_millis();
         if let Some(d) = self.state.drafts.get(&key).filter(|d| d.is_open()) {
             if d.display().starts_with(&text) {
-                return Ok(Outcome::Duplicate); // a repeat or a stale, shorter draft
+                return Outcome::Duplicate; // a repeat or a stale, shorter draft
             }
         } else {
             if text.is_empty() {
-                return Ok(Outcome::Applied);
+                return Outcome::Applied;
             }
-            let finals = write::scope_texts(conn, &cb.session_id, &scope).await?;
-            if finals.iter().any(|f| f.starts_with(&text)) {
-                return Ok(Outcome::Duplicate); // arrived after its final text
+            if self.idx(&cb.session_id).final_extends(&scope, &text) {
+                return Outcome::Duplicate; // arrived after its final text
             }
             let d = Draft::new(
                 &cb.session_id,
@@ -899,24 +1097,18 @@ impl Core {
                 self.sort_key(cb.occurred_at, now),
                 cb.occurred_at.map(fmt_time),
                 fmt_time(now),
-                now_ms,
+                now.timestamp_millis(),
             );
             self.state.drafts.insert(key.clone(), d);
         }
         let d = self.state.drafts.get_mut(&key).expect("inserted above");
-        d.set_text(&text, now_ms);
-        self.sync_draft(conn, events, &key).await?;
-        self.stop_typing(conn, events, &cb.session_id, &scope, "message")
-            .await?;
-        Ok(Outcome::Applied)
+        d.set_text(&text, now.timestamp_millis());
+        self.sync_draft(events, &key);
+        self.stop_typing(events, &cb.session_id, &scope, "message");
+        Outcome::Applied
     }
 
-    async fn apply_chunk(
-        &mut self,
-        conn: &mut SqliteConnection,
-        cb: &Callback,
-        events: &mut Vec<Event>,
-    ) -> Result<Outcome, StoreError> {
+    fn apply_chunk(&mut self, cb: &Callback, events: &mut Vec<Event>) {
         let chunk = cb.chunk.as_ref().expect("parsed stream has a chunk");
         let now = self.clock.now();
         let key = (cb.session_id.clone(), DraftKey::Task(cb.task_id.clone()));
@@ -935,81 +1127,66 @@ impl Core {
         }
         let d = self.state.drafts.get_mut(&key).expect("inserted above");
         if d.apply_chunk(chunk, now.timestamp_millis()) {
-            self.sync_draft(conn, events, &key).await?;
+            self.sync_draft(events, &key);
         }
-        Ok(Outcome::Applied)
     }
 
-    /// Writes a draft's displayed text to its row (creating the row when it first becomes
-    /// worth showing) and tells the view.
-    async fn sync_draft(
-        &mut self,
-        conn: &mut SqliteConnection,
-        events: &mut Vec<Event>,
-        key: &(String, DraftKey),
-    ) -> Result<(), StoreError> {
+    /// Shows a draft's current text: updates its row, or creates the row once the draft is
+    /// worth showing (not empty, not a prefix of a final text of its scope).
+    fn sync_draft(&mut self, events: &mut Vec<Event>, key: &(String, DraftKey)) {
         let d = self.state.drafts.get(key).expect("caller has the draft");
         let text = d.display();
         if text == d.shown {
-            return Ok(());
+            return;
         }
         match d.row_id {
             Some(id) => {
-                write::update_draft_text(conn, id, &text).await?;
+                let Some(row) = self.state.draft_rows.get_mut(&id) else {
+                    return;
+                };
+                row.text = text.clone();
+                let row = row.clone();
                 self.state.drafts.get_mut(key).expect("exists").shown = text;
-                self.emit_message(conn, events, id, &Route::Chat, false)
-                    .await?;
+                self.emit_row(events, &row, &Route::Chat, false);
+                self.ops.push(Op::UpdateMessage(row));
             }
             None => {
-                if text.is_empty() {
-                    return Ok(());
+                let redundant = self
+                    .index
+                    .get(&d.session_id)
+                    .is_some_and(|i| i.final_extends(&d.scope, &text));
+                if text.is_empty() || redundant {
+                    return;
                 }
-                // A draft that only repeats (a prefix of) a final message is not shown.
-                let finals = write::scope_texts(conn, &d.session_id, &d.scope).await?;
-                if finals.iter().any(|f| f.starts_with(&text)) {
-                    return Ok(());
-                }
-                let draft_key = key.1.encode();
-                let m = NewMessage {
-                    session_id: &d.session_id,
-                    kind: MessageKind::Assistant,
-                    text: &text,
-                    message_id: None,
-                    task_id: Some(&d.task_id),
-                    user_message_id: d.user_message_id.as_deref(),
-                    scope: Some(&d.scope),
-                    content_key: None,
-                    error_code: None,
-                    occurred_at: d.occurred_at.as_deref(),
-                    received_at: &d.received_at,
-                    sort_key: d.sort_key,
-                    draft_key: Some(&draft_key),
-                    hidden: false,
-                };
-                let id = write::insert_message(conn, &m)
-                    .await?
-                    .expect("drafts have no unique keys");
-                let row = row_of(&m, id);
+                let (session, scope, task, umid) = (
+                    d.session_id.clone(),
+                    d.scope.clone(),
+                    d.task_id.clone(),
+                    d.user_message_id.clone(),
+                );
+                let (sort_key, occurred_at, received_at) =
+                    (d.sort_key, d.occurred_at.clone(), d.received_at.clone());
+                let mut row = self.new_row(&session, MessageKind::Assistant, text.clone());
+                row.task_id = Some(task);
+                row.user_message_id = umid;
+                row.scope = Some(scope);
+                row.occurred_at = occurred_at;
+                row.received_at = received_at;
+                row.sort_key = sort_key;
+                row.draft = true;
+                row.draft_key = Some(key.1.encode());
                 let d = self.state.drafts.get_mut(key).expect("exists");
-                d.row_id = Some(id);
+                d.row_id = Some(row.id);
                 d.shown = text;
-                self.emit_row(conn, events, &row, &Route::Chat, true)
-                    .await?;
+                self.insert_row(row, &Route::Chat, events);
             }
         }
-        Ok(())
     }
 
-    /// Removes a draft (its row too, if shown).
-    async fn drop_draft(
-        &mut self,
-        conn: &mut SqliteConnection,
-        events: &mut Vec<Event>,
-        key: &(String, DraftKey),
-        route: &Route,
-    ) -> Result<(), StoreError> {
+    /// Removes a draft (and its row, if shown).
+    fn drop_draft(&mut self, events: &mut Vec<Event>, key: &(String, DraftKey), route: &Route) {
         let Some(d) = self.state.drafts.get_mut(key) else {
-            return Ok(());
+            return;
         };
         let row = d.row_id;
         d.settle();
@@ -1017,39 +1194,36 @@ impl Core {
             self.state.drafts.remove(key);
         }
         if let Some(id) = row {
-            write::delete_message(conn, id).await?;
+            self.state.draft_rows.remove(&id);
+            self.ops.push(Op::DeleteMessage(id));
             let (ty, sid) = match route {
                 Route::Chat => ("message_removed", key.0.clone()),
                 Route::Insights { call_id } => ("insight_removed", call_id.clone()),
             };
-            let data = json!({"type": ty, "session_id": sid, "message_id": id});
-            self.emit(conn, events, &sid, data).await?;
+            self.emit(
+                events,
+                &sid,
+                json!({"type": ty, "session_id": sid, "message_id": id}),
+            );
         }
-        Ok(())
     }
 
-    async fn stop_typing(
+    fn stop_typing(
         &mut self,
-        conn: &mut SqliteConnection,
         events: &mut Vec<Event>,
         session_id: &str,
         scope: &str,
         reason: &str,
-    ) -> Result<(), StoreError> {
+    ) {
         if let Some(lease) = self.state.typing.clear(session_id, scope) {
             let data = json!({"type": "typing_stopped", "session_id": session_id, "reason": reason,
                 "typing": typing_view(session_id, scope, &lease)});
-            self.emit(conn, events, session_id, data).await?;
+            self.emit(events, session_id, data);
         }
-        Ok(())
     }
 
     /// Timers: typing indicators and drafts whose inactivity timer ran out.
-    async fn expire(
-        &mut self,
-        conn: &mut SqliteConnection,
-        events: &mut Vec<Event>,
-    ) -> Result<(), StoreError> {
+    fn expire(&mut self, events: &mut Vec<Event>) {
         let now_ms = self.clock.now_ms();
         for (session, scope) in self.state.typing.expire(now_ms) {
             let lease = typing::Lease {
@@ -1059,7 +1233,7 @@ impl Core {
             };
             let data = json!({"type": "typing_stopped", "session_id": session, "reason": "timeout",
                 "typing": typing_view(&session, &scope, &lease)});
-            self.emit(conn, events, &session, data).await?;
+            self.emit(events, &session, data);
         }
         let timeout = self.settings.typing_timeout_ms;
         let due: Vec<(String, DraftKey)> = self
@@ -1070,75 +1244,86 @@ impl Core {
             .map(|(k, _)| k.clone())
             .collect();
         for key in due {
-            self.settle_as_is(conn, events, &key).await?;
+            self.settle_as_is(events, &key);
         }
         // Forget settled stream drafts after a while (they only guard against late chunks).
         self.state
             .drafts
             .retain(|_, d| d.is_open() || d.last_activity_ms + 10 * 60_000 > now_ms);
-        Ok(())
     }
 
-    /// An interrupted draft (no final message came): keep its text as a final message.
-    async fn settle_as_is(
-        &mut self,
-        conn: &mut SqliteConnection,
-        events: &mut Vec<Event>,
-        key: &(String, DraftKey),
-    ) -> Result<(), StoreError> {
+    /// An interrupted draft (no final message came): its text stays, as a final message.
+    fn settle_as_is(&mut self, events: &mut Vec<Event>, key: &(String, DraftKey)) {
         let Some(d) = self.state.drafts.get_mut(key) else {
-            return Ok(());
+            return;
         };
-        let row = d.row_id;
-        let text = d.shown.clone();
-        let (session, scope) = (d.session_id.clone(), d.scope.clone());
+        let row_id = d.row_id;
         d.settle();
         if matches!(key.1, DraftKey::Edit(_)) {
             self.state.drafts.remove(key);
         }
-        let Some(id) = row else { return Ok(()) };
-        let content_key = hash_hex(&[&session, &scope, MessageKind::Assistant.as_str(), &text]);
-        if write::content_key_exists(conn, &content_key).await? {
-            let _ = self.state.drafts.remove(key);
-            write::delete_message(conn, id).await?;
-            let data = json!({"type": "message_removed", "session_id": session, "message_id": id});
-            return self.emit(conn, events, &session, data).await;
+        let Some(mut row) = row_id.and_then(|id| self.state.draft_rows.remove(&id)) else {
+            return;
+        };
+        let scope = row.scope.clone().unwrap_or_default();
+        let content_key = hash_hex(&[
+            &row.session_id,
+            &scope,
+            MessageKind::Assistant.as_str(),
+            &row.text,
+        ]);
+        // The index may be cold after a restart; an unknown key only risks keeping a draft
+        // whose text is also final, never losing one.
+        let dup = self
+            .index
+            .get(&row.session_id)
+            .is_some_and(|i| i.content_keys.contains(&content_key));
+        if dup {
+            self.ops.push(Op::DeleteMessage(row.id));
+            let data = json!({"type": "message_removed", "session_id": row.session_id, "message_id": row.id});
+            let sid = row.session_id.clone();
+            self.emit(events, &sid, data);
+            return;
         }
-        write::settle_draft(conn, id, &text, None, Some(&content_key), None, false).await?;
-        self.emit_message(conn, events, id, &Route::Chat, false)
-            .await
+        row.draft = false;
+        row.draft_key = None;
+        row.content_key = Some(content_key);
+        if let Some(i) = self.index.get_mut(&row.session_id) {
+            i.add(&row);
+        }
+        self.emit_row(events, &row, &Route::Chat, false);
+        self.ops.push(Op::UpdateMessage(row));
     }
 
-    async fn emit_message(
-        &mut self,
-        conn: &mut SqliteConnection,
-        events: &mut Vec<Event>,
-        id: i64,
-        route: &Route,
-        added: bool,
-    ) -> Result<(), StoreError> {
-        if let Some(row) = write::get_message(conn, id).await? {
-            if !row.hidden {
-                self.emit_row(conn, events, &row, route, added).await?;
-            }
-        }
-        Ok(())
-    }
-
-    async fn emit_row(
-        &mut self,
-        conn: &mut SqliteConnection,
-        events: &mut Vec<Event>,
-        row: &MessageRow,
-        route: &Route,
-        added: bool,
-    ) -> Result<(), StoreError> {
+    fn emit_row(&mut self, events: &mut Vec<Event>, row: &MessageRow, route: &Route, added: bool) {
         let (data, log_session) = match route {
-            Route::Chat => (
-                json!({"type": if added {"message_added"} else {"message_updated"},
-                    "session_id": row.session_id, "message": MessageView::from(row)}),
-                row.session_id.clone(),
-            ),
+            Route::Chat => {
+                // The hot path: serialized straight from the view, no JSON tree.
+                #[derive(serde::Serialize)]
+                struct MessageEvent<'a> {
+                    id: i64,
+                    #[serde(rename = "type")]
+                    ty: &'a str,
+                    session_id: &'a str,
+                    message: MessageView,
+                }
+                let id = self.state.next_event_id;
+                self.state.next_event_id += 1;
+                let ty = if added {
+                    "message_added"
+                } else {
+                    "message_updated"
+                };
+                let json = serde_json::to_string(&MessageEvent {
+                    id,
+                    ty,
+                    session_id: &row.session_id,
+                    message: MessageView::from(row),
+                })
+                .expect("serializable");
+                self.push_event(events, id, ty, &row.session_id, json);
+                return;
+            }
             Route::Insights { call_id } => {
                 let start = self
                     .state
@@ -1153,18 +1338,17 @@ impl Core {
                 )
             }
         };
-        self.emit(conn, events, &log_session, data).await
+        self.emit(events, &log_session, data);
     }
 
     // ---- sessions and user messages ----
 
-    async fn create_session(
+    fn create_session(
         &mut self,
-        conn: &mut SqliteConnection,
         is_call: bool,
         title: Option<String>,
         events: &mut Vec<Event>,
-    ) -> Result<SessionView, StoreError> {
+    ) -> SessionView {
         let now = fmt_time(self.clock.now());
         let id = uuid::Uuid::new_v4().to_string();
         let chat = SessionRecord {
@@ -1172,12 +1356,15 @@ impl Core {
             kind: "chat".into(),
             is_call,
             call_id: None,
-            title,
+            title: title
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty()),
             created_at: now.clone(),
             ended_at: None,
             deleted_at: None,
         };
-        write::insert_session(conn, &chat).await?;
+        self.ops.push(Op::InsertSession(chat.clone()));
+        self.index.insert(id.clone(), SessionIndex::default());
         let sessions = Arc::make_mut(&mut self.state.sessions);
         if is_call {
             let insights = SessionRecord {
@@ -1190,14 +1377,16 @@ impl Core {
                 ended_at: None,
                 deleted_at: None,
             };
-            write::insert_session(conn, &insights).await?;
+            self.ops.push(Op::InsertSession(insights.clone()));
+            self.index
+                .insert(insights.session_id.clone(), SessionIndex::default());
             sessions.insert(insights.session_id.clone(), insights);
         }
         sessions.insert(id.clone(), chat.clone());
         let view = session_view(&chat);
         let data = json!({"type": "session_created", "session_id": id, "session": view});
-        self.emit(conn, events, &id, data).await?;
-        Ok(view)
+        self.emit(events, &id, data);
+        view
     }
 
     fn live_chat(&self, session_id: &str) -> Option<&SessionRecord> {
@@ -1207,24 +1396,26 @@ impl Core {
             .filter(|s| s.kind == "chat" && s.deleted_at.is_none())
     }
 
-    async fn end_call(
+    fn end_call(
         &mut self,
-        conn: &mut SqliteConnection,
         session_id: &str,
         events: &mut Vec<Event>,
-    ) -> Result<Result<SessionView, CoreError>, StoreError> {
-        let Some(s) = self.live_chat(session_id) else {
-            return Ok(Err(CoreError::SessionNotFound));
-        };
+    ) -> Result<SessionView, CoreError> {
+        let s = self
+            .live_chat(session_id)
+            .ok_or(CoreError::SessionNotFound)?;
         if !s.is_call {
-            return Ok(Err(CoreError::NotACall));
+            return Err(CoreError::NotACall);
         }
         if s.ended_at.is_some() {
-            return Ok(Ok(session_view(s)));
+            return Ok(session_view(s));
         }
         let now = fmt_time(self.clock.now());
         let insights_id = format!("{INSIGHTS_PREFIX}{session_id}");
-        write::end_sessions(conn, &[session_id, &insights_id], &now).await?;
+        self.ops.push(Op::EndSessions {
+            ids: vec![session_id.to_string(), insights_id.clone()],
+            at: now.clone(),
+        });
         let sessions = Arc::make_mut(&mut self.state.sessions);
         for id in [session_id, insights_id.as_str()] {
             if let Some(s) = sessions.get_mut(id) {
@@ -1233,36 +1424,44 @@ impl Core {
         }
         let view = session_view(&sessions[session_id]);
         let data = json!({"type": "session_updated", "session_id": session_id, "session": view});
-        self.emit(conn, events, session_id, data).await?;
-        Ok(Ok(view))
+        self.emit(events, session_id, data);
+        Ok(view)
     }
 
-    async fn delete_session(
+    fn delete_session(
         &mut self,
-        conn: &mut SqliteConnection,
         session_id: &str,
         events: &mut Vec<Event>,
-    ) -> Result<Result<(), CoreError>, StoreError> {
+    ) -> Result<(), CoreError> {
         if self.live_chat(session_id).is_none() {
-            return Ok(Err(CoreError::SessionNotFound));
+            return Err(CoreError::SessionNotFound);
         }
         let now = fmt_time(self.clock.now());
         let insights_id = format!("{INSIGHTS_PREFIX}{session_id}");
-        let ids = [session_id, insights_id.as_str()];
-        write::delete_sessions(conn, &ids, &now).await?;
+        let ids = [session_id.to_string(), insights_id.clone()];
         let sessions = Arc::make_mut(&mut self.state.sessions);
-        for id in ids {
+        for id in &ids {
             if let Some(s) = sessions.get_mut(id) {
                 s.deleted_at = Some(now.clone());
             }
             self.state.typing.clear_session(id);
+            self.index.remove(id);
         }
         self.state
             .drafts
             .retain(|(s, _), _| s != session_id && s != &insights_id);
+        self.state
+            .draft_rows
+            .retain(|_, r| r.session_id != session_id && r.session_id != insights_id);
+        let events_before = self.state.next_event_id;
         let data = json!({"type": "session_deleted", "session_id": session_id});
-        self.emit(conn, events, session_id, data).await?;
-        Ok(Ok(()))
+        self.emit(events, session_id, data);
+        self.ops.push(Op::DeleteSessions {
+            ids: ids.to_vec(),
+            at: now,
+            events_before,
+        });
+        Ok(())
     }
 
     async fn user_message(
@@ -1279,51 +1478,100 @@ impl Core {
         if text.is_empty() {
             return Ok(Err(CoreError::EmptyText));
         }
-        let now = self.clock.now();
-        let received_at = fmt_time(now);
+        self.ensure_index(conn, session_id).await?;
         let message_id = uuid::Uuid::new_v4().to_string();
-        let m = NewMessage {
-            session_id,
-            kind: MessageKind::User,
-            text,
-            message_id: Some(&message_id),
-            task_id: None,
-            user_message_id: None,
-            scope: Some(&message_id),
-            content_key: None,
-            error_code: None,
-            occurred_at: Some(&received_at),
-            received_at: &received_at,
-            sort_key: now.timestamp_micros(),
-            draft_key: None,
-            hidden: false,
-        };
-        let id = write::insert_message(conn, &m)
-            .await?
-            .expect("a fresh message id is unique");
-        let row = row_of(&m, id);
-        self.emit_row(conn, events, &row, &Route::Chat, true)
-            .await?;
-        Ok(Ok(MessageView::from(&row)))
+        let mut row = self.new_row(session_id, MessageKind::User, text.to_string());
+        row.message_id = Some(message_id.clone());
+        row.scope = Some(message_id);
+        row.occurred_at = Some(row.received_at.clone());
+        row.delivery = Some(DeliveryState::Pending.as_str().into());
+        let view = MessageView::from(&row);
+        self.insert_row(row, &Route::Chat, events);
+        Ok(Ok(view))
     }
-}
 
-fn row_of(m: &NewMessage<'_>, id: i64) -> MessageRow {
-    MessageRow {
-        id,
-        session_id: m.session_id.to_string(),
-        kind: m.kind,
-        text: m.text.to_string(),
-        message_id: m.message_id.map(str::to_string),
-        task_id: m.task_id.map(str::to_string),
-        user_message_id: m.user_message_id.map(str::to_string),
-        scope: m.scope.map(str::to_string),
-        error_code: m.error_code.map(str::to_string),
-        occurred_at: m.occurred_at.map(str::to_string),
-        received_at: m.received_at.to_string(),
-        sort_key: m.sort_key,
-        draft: m.draft_key.is_some(),
-        hidden: m.hidden,
+    async fn transcript_turn(
+        &mut self,
+        conn: &mut SqliteConnection,
+        session_id: &str,
+        speaker: Option<String>,
+        text: &str,
+        events: &mut Vec<Event>,
+    ) -> Result<Result<TranscriptView, CoreError>, StoreError> {
+        let Some(call) = self.live_chat(session_id) else {
+            return Ok(Err(CoreError::SessionNotFound));
+        };
+        if !call.is_call {
+            return Ok(Err(CoreError::NotACall));
+        }
+        if call.ended_at.is_some() {
+            return Ok(Err(CoreError::CallEnded));
+        }
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(Err(CoreError::EmptyText));
+        }
+        let start = micros_of(&call.created_at);
+        let insights_id = format!("{INSIGHTS_PREFIX}{session_id}");
+        self.ensure_index(conn, &insights_id).await?;
+        let mut row = self.new_row(&insights_id, MessageKind::Transcript, text.to_string());
+        row.speaker = speaker
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        row.delivery = Some(DeliveryState::Pending.as_str().into());
+        let view = TranscriptView::from_row(&row, session_id, start);
+        self.emit(
+            events,
+            session_id,
+            json!({"type": "transcript_added", "session_id": session_id, "transcript": view}),
+        );
+        self.ops.push(Op::InsertMessage(row));
+        Ok(Ok(view))
+    }
+
+    async fn set_delivery(
+        &mut self,
+        conn: &mut SqliteConnection,
+        id: i64,
+        update: DeliveryUpdate,
+        events: &mut Vec<Event>,
+    ) -> Result<Result<(), CoreError>, StoreError> {
+        let Some(mut row) = write::load_message(conn, id).await? else {
+            return Ok(Err(CoreError::MessageNotFound));
+        };
+        if !matches!(row.kind, MessageKind::User | MessageKind::Transcript) {
+            return Ok(Err(CoreError::MessageNotFound));
+        }
+        row.delivery = Some(update.state.as_str().into());
+        if update.task_id.is_some() {
+            row.task_id = update.task_id;
+        }
+        row.delivery_error = update
+            .error
+            .map(|(code, message)| json!({"code": code, "message": message}).to_string());
+        if row.kind == MessageKind::Transcript {
+            let call_id = row
+                .session_id
+                .strip_prefix(INSIGHTS_PREFIX)
+                .unwrap_or_default()
+                .to_string();
+            let start = self
+                .state
+                .sessions
+                .get(&call_id)
+                .map(|s| micros_of(&s.created_at))
+                .unwrap_or(0);
+            let view = TranscriptView::from_row(&row, &call_id, start);
+            self.emit(
+                events,
+                &call_id,
+                json!({"type": "transcript_updated", "session_id": call_id, "transcript": view}),
+            );
+        } else {
+            self.emit_row(events, &row, &Route::Chat, false);
+        }
+        self.ops.push(Op::UpdateMessage(row));
+        Ok(Ok(()))
     }
 }
 
@@ -1332,7 +1580,7 @@ fn typing_view(session_id: &str, scope: &str, lease: &typing::Lease) -> TypingVi
         session_id: session_id.to_string(),
         scope: scope.to_string(),
         label: lease.label.clone(),
-        since: chrono::DateTime::from_timestamp_millis(lease.since_ms)
+        since: DateTime::from_timestamp_millis(lease.since_ms)
             .map(fmt_time)
             .unwrap_or_default(),
     }

@@ -1,0 +1,46 @@
+# Shared set-up for ./run and ./run-tests: checks (and, as root, installs) what the app and its
+# tests need on Debian 12. Sourced, not executed.
+
+# Debian packages by purpose.
+APT_BUILD=(pkg-config build-essential)
+APT_TEST=(chromium)
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# ensure_apt PKG...: installs the missing packages when root, else prints the exact apt line.
+ensure_apt() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -eq 0 ]; then
+    say "installing Debian packages: ${missing[*]}"
+    if [ -z "${SW_APT_UPDATED:-}" ]; then
+      apt-get update -qq
+      export SW_APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "Missing Debian packages. Install them with:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+    return 1
+  fi
+}
+
+ensure_tools() {
+  local t
+  for t in cargo node npm; do
+    command -v "$t" >/dev/null || { echo "$t is required (Rust via rustup, Node.js >= 20 with npm)" >&2; return 1; }
+  done
+}
+
+# ensure_ui: installs the UI's npm packages (from the lock file) and builds ui/dist.
+ensure_ui() {
+  if [ ! -d ui/node_modules ] || [ ui/package-lock.json -nt ui/node_modules/.package-lock.json ]; then
+    say "installing UI packages (npm ci)"
+    (cd ui && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  say "building the UI (ui/dist)"
+  (cd ui && npm run --silent build >/dev/null)
+}

@@ -1,0 +1,495 @@
+// The application shell: call bar, tabs, and the wiring between the transport, the store and the
+// views. State changes only through the store (events + API snapshots); views render from it.
+
+import { ChatView } from './chat';
+import { elapsedSince, h } from './dom';
+import { HistoryView, sessionTitle } from './history';
+import { InsightsView } from './insights';
+import { SettingsView } from './settings';
+import { Store, type Change } from './store';
+import type { ApiResponse, StreamState, Subscription, Transport } from './transport';
+import type { Session } from './types';
+
+export type Tab = 'chat' | 'insights' | 'history' | 'settings';
+const TABS: { id: Tab; label: string; key: string }[] = [
+  { id: 'chat', label: 'Chat', key: '1' },
+  { id: 'insights', label: 'Insights', key: '2' },
+  { id: 'history', label: 'Past calls', key: '3' },
+  { id: 'settings', label: 'Settings', key: '4' },
+];
+
+const isMac = typeof navigator !== 'undefined' && /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent);
+
+export function errorText(res: ApiResponse<unknown>): string {
+  const b = res.body as { error?: unknown; message?: unknown } | null;
+  if (b && typeof b === 'object' && typeof b.error === 'string') {
+    return typeof b.message === 'string' && b.message ? `${b.error}: ${b.message}` : b.error;
+  }
+  return `HTTP ${res.status}`;
+}
+
+export class App {
+  readonly store = new Store();
+  private activeId: string | null = null;
+  private tab: Tab = 'chat';
+  private conn: StreamState = 'connecting';
+  private sub: Subscription | null = null;
+  private loading = new Set<string>();
+
+  private root: HTMLElement;
+  private chat: ChatView;
+  private insights: InsightsView;
+  private history: HistoryView;
+  private settings: SettingsView;
+  private tabButtons = new Map<Tab, HTMLButtonElement>();
+  private badge: HTMLElement;
+  private callState: HTMLElement;
+  private callActions: HTMLElement;
+  private elapsedEl: HTMLElement | null = null;
+  private connChip: HTMLElement;
+  private barError: HTMLElement;
+  private authBanner: HTMLElement;
+
+  private flushQueued = false;
+  private dirty = { bar: true, history: true, insights: true, badge: true };
+
+  constructor(
+    mount: HTMLElement,
+    private transport: Transport,
+    private onUnauthorized: () => HTMLElement | null = () => null,
+  ) {
+    this.chat = new ChatView({ send: (t) => this.send(t) });
+    this.insights = new InsightsView();
+    this.history = new HistoryView({ open: (id) => this.open(id, 'chat'), newChat: () => this.newChat() });
+    this.settings = new SettingsView({ api: (m, p, b) => this.api(m, p, b), errorText });
+
+    this.badge = h('span', { class: 'badge', hidden: true });
+    const tablist = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Views' });
+    for (const t of TABS) {
+      const btn = h(
+        'button',
+        {
+          class: 'tab',
+          role: 'tab',
+          type: 'button',
+          id: `tab-${t.id}`,
+          'aria-controls': `panel-${t.id}`,
+          'aria-keyshortcuts': `Control+${t.key} Meta+${t.key} Alt+${t.key}`,
+          title: `${t.label} (${isMac ? '⌘' : 'Ctrl+'}${t.key})`,
+        },
+        t.label,
+        t.id === 'insights' ? this.badge : null,
+      );
+      btn.addEventListener('click', () => this.setTab(t.id));
+      btn.addEventListener('keydown', (e) => this.onTabKey(e, t.id));
+      this.tabButtons.set(t.id, btn);
+      tablist.append(btn);
+    }
+
+    this.callState = h('div', { class: 'call-state' });
+    this.callActions = h('div', { class: 'call-actions' });
+    this.connChip = h('span', { class: 'chip chip-conn', role: 'status', 'aria-live': 'polite' });
+    this.barError = h('div', { class: 'bar-error', role: 'alert', hidden: true });
+    this.authBanner = h('div', { class: 'auth-banner', hidden: true });
+
+    const bar = h(
+      'header',
+      { class: 'callbar' },
+      h('div', { class: 'brand' }, h('span', { class: 'brand-mark', 'aria-hidden': 'true' }), 'StageWhisper'),
+      this.callState,
+      this.callActions,
+      h(
+        'div',
+        { class: 'status-chips' },
+        h('span', { class: 'chip chip-muted', id: 'assistant-status', title: 'No assistant is linked yet: see Settings' }, 'Assistant: not configured'),
+        h('span', { class: 'chip chip-muted', id: 'tunnel-status', title: 'No tunnel is set up: see Settings' }, 'Tunnel: not configured'),
+        this.connChip,
+      ),
+    );
+
+    this.root = h(
+      'div',
+      { class: 'app', 'data-conn': 'connecting' },
+      bar,
+      this.barError,
+      this.authBanner,
+      tablist,
+      h('main', { class: 'panels' }, this.chat.panel, this.insights.panel, this.history.panel, this.settings.panel),
+    );
+    mount.replaceChildren(this.root);
+
+    this.store.subscribe((c) => this.onChange(c));
+    document.addEventListener('keydown', (e) => this.onGlobalKey(e));
+    document.addEventListener('click', (e) => this.onLinkClick(e));
+    setInterval(() => this.tickElapsed(), 1000);
+    this.setTab('chat', false);
+    this.bindActive();
+    this.setConn('connecting');
+  }
+
+  // ---- start-up and (re)loading ---------------------------------------------------------------
+
+  async start(): Promise<void> {
+    this.sub = this.transport.subscribe(() => this.store.cursor, {
+      events: (batch) => {
+        this.store.applyBatch(batch);
+        this.root.dataset.cursor = String(this.store.cursor);
+        this.flush();
+      },
+      state: (s) => this.setConn(s),
+      resync: () => void this.reload(),
+    });
+    await this.sub.ready;
+    await this.reload(true);
+  }
+
+  /** Loads the sessions and the open conversation through the API (merged by version). */
+  private async reload(first = false): Promise<void> {
+    const c0 = this.store.cursor;
+    const res = await this.api<unknown[]>('GET', '/api/sessions').catch(() => null);
+    if (!res || res.status !== 200 || !Array.isArray(res.body)) {
+      if (res && res.status !== 401) this.showBarError(`Could not load the sessions: ${errorText(res)}`);
+      return;
+    }
+    this.store.loadSessions(res.body, c0);
+    if (first && !this.activeId) {
+      const live = this.store.sessionList().find((s) => s.is_call && !s.ended_at);
+      if (live) this.open(live.session_id, null);
+    }
+    if (this.activeId) {
+      const c = this.store.conv(this.activeId);
+      if (c) c.loaded = false;
+      await this.loadConv(this.activeId);
+    }
+    this.dirty.bar = this.dirty.history = true;
+    this.flush();
+  }
+
+  private async loadConv(sid: string): Promise<void> {
+    if (this.loading.has(sid)) return;
+    this.loading.add(sid);
+    try {
+      const c0 = this.store.cursor;
+      const enc = encodeURIComponent(sid);
+      const [m, i, t] = await Promise.all([
+        this.api<unknown[]>('GET', `/api/sessions/${enc}/messages`),
+        this.api<unknown[]>('GET', `/api/sessions/${enc}/insights`),
+        this.api<unknown[]>('GET', `/api/sessions/${enc}/typing`),
+      ]);
+      if (m.status !== 200) {
+        if (m.status !== 401) this.showBarError(`Could not load the conversation: ${errorText(m)}`);
+        return;
+      }
+      const ok = (r: ApiResponse<unknown[]>) => (r.status === 200 && Array.isArray(r.body) ? r.body : undefined);
+      this.store.loadConversation(sid, { messages: ok(m), insights: ok(i) ?? [], typing: ok(t) ?? [] }, c0);
+    } catch (e) {
+      this.showBarError(`Could not load the conversation: ${e instanceof Error ? e.message : String(e)}`);
+    } finally {
+      this.loading.delete(sid);
+      this.flush();
+    }
+  }
+
+  // ---- API -------------------------------------------------------------------------------------
+
+  async api<T>(method: string, path: string, body?: unknown): Promise<ApiResponse<T>> {
+    const res = await this.transport.api<T>(method, path, body);
+    if (res.status === 401) this.setConn('unauthorized');
+    return res;
+  }
+
+  private async send(text: string): Promise<void> {
+    let sid = this.activeId;
+    if (!sid) {
+      await this.newChat();
+      sid = this.activeId;
+      if (!sid) throw new Error('Could not start a chat.');
+    }
+    const c0 = this.store.cursor;
+    const res = await this.api<unknown>('POST', `/api/sessions/${encodeURIComponent(sid)}/messages`, { text });
+    if (res.status !== 201 && res.status !== 200) throw new Error(`Not sent: ${errorText(res)}`);
+    const b = res.body as { message?: unknown } | null;
+    this.store.mergeMessage(b && typeof b === 'object' && 'message' in b && b.message ? b.message : b, c0);
+    this.flush();
+  }
+
+  private async startCall(): Promise<void> {
+    this.hideBarError();
+    const res = await this.api<{ session_id?: string }>('POST', '/api/calls', {});
+    if (res.status !== 201 && res.status !== 200) return this.showBarError(`Could not start a call: ${errorText(res)}`);
+    const sid = res.body?.session_id;
+    if (!sid) return this.showBarError('Could not start a call: no session id in the answer.');
+    this.open(sid, 'chat');
+    if (!this.store.sessions.has(sid)) await this.reload();
+  }
+
+  private async endCall(sid: string): Promise<void> {
+    this.hideBarError();
+    const c0 = this.store.cursor;
+    const res = await this.api<unknown>('POST', `/api/calls/${encodeURIComponent(sid)}/end`);
+    if (res.status !== 200) return this.showBarError(`Could not end the call: ${errorText(res)}`);
+    const b = res.body as { session?: unknown } | null;
+    this.store.mergeSession(b && typeof b === 'object' && 'session' in b ? b.session : b, c0);
+    this.dirty.bar = this.dirty.history = true;
+    this.flush();
+  }
+
+  private async newChat(): Promise<void> {
+    const res = await this.api<{ session_id?: string }>('POST', '/api/sessions', {});
+    if (res.status !== 201 && res.status !== 200) throw new Error(`Could not start a chat: ${errorText(res)}`);
+    const sid = res.body?.session_id;
+    if (!sid) throw new Error('Could not start a chat: no session id in the answer.');
+    this.open(sid, 'chat');
+    if (!this.store.sessions.has(sid)) await this.reload();
+  }
+
+  // ---- navigation ------------------------------------------------------------------------------
+
+  /** Opens a conversation (and optionally a tab). */
+  open(sid: string, tab: Tab | null): void {
+    if (this.activeId !== sid) {
+      this.activeId = sid;
+      this.bindActive();
+      const c = this.store.conv(sid);
+      if (!c || !c.loaded) void this.loadConv(sid);
+    }
+    if (tab) this.setTab(tab);
+    this.syncInsightsOpen();
+    this.dirty.bar = this.dirty.history = this.dirty.badge = true;
+    this.flush();
+  }
+
+  private bindActive(): void {
+    const sid = this.activeId;
+    if (sid) this.root.dataset.session = sid;
+    else delete this.root.dataset.session;
+    const conv = sid ? this.store.ensureConv(sid) : null;
+    const s = sid ? this.store.sessions.get(sid) : undefined;
+    this.chat.bind(
+      conv,
+      !sid
+        ? 'No call in progress. Start a call, or open a past one. You can also just type: a new chat starts.'
+        : s?.is_call
+          ? 'Nothing yet. Messages from your assistant appear here.'
+          : 'Nothing yet. Say something to your assistant.',
+    );
+    this.insights.bind(
+      conv,
+      !sid ? 'No call open.' : s && !s.is_call ? 'This chat is not a call: it has no insights.' : 'No insights yet. They appear here during the call.',
+    );
+  }
+
+  setTab(tab: Tab, focus = false): void {
+    this.tab = tab;
+    for (const [id, btn] of this.tabButtons) {
+      const on = id === tab;
+      btn.setAttribute('aria-selected', String(on));
+      btn.tabIndex = on ? 0 : -1;
+    }
+    this.chat.panel.hidden = tab !== 'chat';
+    this.insights.panel.hidden = tab !== 'insights';
+    this.history.panel.hidden = tab !== 'history';
+    this.settings.panel.hidden = tab !== 'settings';
+    this.root.dataset.tab = tab;
+    this.syncInsightsOpen();
+    if (tab === 'chat') this.chat.shown();
+    if (tab === 'history') this.history.render(this.store.sessionList(), this.activeId);
+    if (tab === 'settings') void this.settings.load();
+    if (focus) {
+      if (tab === 'chat') this.chat.composer.focus();
+      else this.tabButtons.get(tab)?.focus();
+    }
+    this.dirty.badge = true;
+    this.flush();
+  }
+
+  private syncInsightsOpen(): void {
+    this.store.setInsightsOpen(this.tab === 'insights' ? this.activeId : null);
+  }
+
+  private onGlobalKey(e: KeyboardEvent): void {
+    const mod = (e.ctrlKey || e.metaKey) && !e.altKey && !e.shiftKey;
+    const alt = e.altKey && !e.ctrlKey && !e.metaKey && !e.shiftKey;
+    if (!mod && !alt) return;
+    const t = TABS.find((x) => x.key === e.key || `Digit${x.key}` === e.code);
+    if (!t) return;
+    e.preventDefault();
+    this.setTab(t.id, true);
+  }
+
+  private onTabKey(e: KeyboardEvent, id: Tab): void {
+    const i = TABS.findIndex((t) => t.id === id);
+    let j = -1;
+    if (e.key === 'ArrowRight') j = (i + 1) % TABS.length;
+    else if (e.key === 'ArrowLeft') j = (i - 1 + TABS.length) % TABS.length;
+    else if (e.key === 'Home') j = 0;
+    else if (e.key === 'End') j = TABS.length - 1;
+    if (j < 0) return;
+    e.preventDefault();
+    this.setTab(TABS[j].id);
+    this.tabButtons.get(TABS[j].id)?.focus();
+  }
+
+  /** In the Tauri window a link must open in the system browser, never inside the app. */
+  private onLinkClick(e: MouseEvent): void {
+    const a = (e.target as Element | null)?.closest?.('a.md-link') as HTMLAnchorElement | null;
+    if (!a || this.transport.kind !== 'tauri') return;
+    e.preventDefault();
+    const t = window.__TAURI__ as unknown as {
+      opener?: { openUrl(u: string): Promise<void> };
+      shell?: { open(u: string): Promise<void> };
+    };
+    const href = a.href;
+    if (t.opener?.openUrl) void t.opener.openUrl(href);
+    else if (t.shell?.open) void t.shell.open(href);
+  }
+
+  // ---- store changes ---------------------------------------------------------------------------
+
+  private onChange(c: Change): void {
+    switch (c.kind) {
+      case 'sessions':
+        this.dirty.bar = this.dirty.history = true;
+        break;
+      case 'session-created':
+        // A new call takes the screen: that is what the user is about to talk in.
+        if (c.session.is_call && !c.session.ended_at && this.activeId !== c.session.session_id) {
+          this.open(c.session.session_id, null);
+        }
+        break;
+      case 'session-deleted':
+        if (c.sessionId === this.activeId) {
+          this.activeId = null;
+          this.bindActive();
+        }
+        this.dirty.bar = this.dirty.history = true;
+        break;
+      case 'insights':
+        if (c.sessionId === this.activeId) this.dirty.insights = true;
+        break;
+      case 'unread':
+        this.dirty.badge = true;
+        break;
+      case 'typing':
+        if (c.sessionId === this.activeId) {
+          if (c.insights) this.insights.renderTyping();
+          else this.chat.apply(c);
+        }
+        break;
+      default:
+        if ('sessionId' in c && c.sessionId === this.activeId) this.chat.apply(c);
+        break;
+    }
+    this.queueFlush();
+  }
+
+  private queueFlush(): void {
+    if (this.flushQueued) return;
+    this.flushQueued = true;
+    queueMicrotask(() => this.flush());
+  }
+
+  /** Renders everything that changed. Called right after each batch of events. */
+  flush(): void {
+    this.flushQueued = false;
+    this.chat.flush();
+    if (this.dirty.insights) {
+      this.dirty.insights = false;
+      this.insights.render();
+    }
+    if (this.dirty.badge) {
+      this.dirty.badge = false;
+      const n = this.store.unreadCount(this.activeId);
+      const show = n > 0 && this.tab !== 'insights';
+      this.badge.hidden = !show;
+      this.badge.textContent = show ? String(n) : '';
+      this.badge.setAttribute('aria-label', `${n} unread`);
+    }
+    if (this.dirty.bar) {
+      this.dirty.bar = false;
+      this.renderBar();
+    }
+    if (this.dirty.history && this.tab === 'history') {
+      this.dirty.history = false;
+      this.history.render(this.store.sessionList(), this.activeId);
+    }
+  }
+
+  // ---- call bar ------------------------------------------------------------------------------
+
+  private renderBar(): void {
+    const s: Session | undefined = this.activeId ? this.store.sessions.get(this.activeId) : undefined;
+    const live = this.store.sessionList().find((x) => x.is_call && !x.ended_at);
+    this.elapsedEl = null;
+    const state: (Node | string)[] = [];
+    const actions: HTMLElement[] = [];
+    if (s && s.is_call && !s.ended_at) {
+      this.elapsedEl = h('span', { class: 'elapsed', id: 'elapsed', 'aria-label': 'Time in the call' }, elapsedSince(s.created_at));
+      state.push(h('span', { class: 'live-dot', 'aria-hidden': 'true' }), h('span', { class: 'call-label' }, 'Live call'), this.elapsedEl);
+      const end = h('button', { class: 'btn btn-danger', type: 'button', id: 'end-call' }, 'End call');
+      end.addEventListener('click', () => void this.endCall(s.session_id));
+      actions.push(end);
+    } else {
+      if (s) {
+        state.push(
+          h('span', { class: 'call-label' }, s.is_call ? 'Past call' : 'Chat'),
+          h('span', { class: 'call-title' }, sessionTitle(s)),
+          s.is_call && s.ended_at ? h('span', { class: 'elapsed muted' }, elapsedSince(s.created_at, s.ended_at)) : '',
+        );
+      } else {
+        state.push(h('span', { class: 'call-label muted' }, 'No call in progress'));
+      }
+      if (live && live.session_id !== this.activeId) {
+        const back = h('button', { class: 'btn', type: 'button', id: 'go-live' }, 'Back to live call');
+        back.addEventListener('click', () => this.open(live.session_id, 'chat'));
+        actions.push(back);
+      } else {
+        const start = h('button', { class: 'btn btn-primary', type: 'button', id: 'start-call' }, 'Start call');
+        start.addEventListener('click', () => void this.startCall());
+        actions.push(start);
+      }
+    }
+    this.callState.replaceChildren(...state);
+    // Keep focus on the button the user just pressed, if it is re-created.
+    const focusedId = (document.activeElement as HTMLElement | null)?.id;
+    this.callActions.replaceChildren(...actions);
+    if (focusedId === 'start-call' || focusedId === 'end-call' || focusedId === 'go-live') {
+      (this.callActions.querySelector('button') as HTMLButtonElement | null)?.focus();
+    }
+  }
+
+  private tickElapsed(): void {
+    if (!this.elapsedEl || !this.activeId) return;
+    const s = this.store.sessions.get(this.activeId);
+    if (s) this.elapsedEl.textContent = elapsedSince(s.created_at);
+  }
+
+  private showBarError(text: string): void {
+    this.barError.hidden = false;
+    this.barError.textContent = text;
+  }
+
+  private hideBarError(): void {
+    this.barError.hidden = true;
+  }
+
+  private setConn(s: StreamState): void {
+    this.conn = s;
+    this.root.dataset.conn = s;
+    this.connChip.hidden = s === 'live';
+    this.connChip.className = `chip chip-conn chip-${s}`;
+    this.connChip.textContent =
+      s === 'connecting' ? 'Connecting…' : s === 'reconnecting' ? 'Reconnecting…' : s === 'unauthorized' ? 'Not authorised' : '';
+    if (s === 'unauthorized') {
+      const el = this.onUnauthorized();
+      this.authBanner.hidden = !el;
+      if (el) this.authBanner.replaceChildren(el);
+    } else {
+      this.authBanner.hidden = true;
+    }
+  }
+
+  get connection(): StreamState {
+    return this.conn;
+  }
+}

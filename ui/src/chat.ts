@@ -1,0 +1,278 @@
+// The Chat tab: the virtualised conversation, the typing indicator, the "N new messages" pill
+// and the composer.
+
+import { clockTime, fullTime, h } from './dom';
+import { renderInline, renderMarkdown } from './markdown';
+import type { Change, Conversation } from './store';
+import type { Message, Typing } from './types';
+import { VList } from './vlist';
+
+export interface ChatActions {
+  /** Sends `text` to the open conversation (creating a chat if none is open); throws on failure. */
+  send(text: string): Promise<void>;
+}
+
+const keyOf = (m: Message) => String(m.id);
+
+/** A rough height so that rows far away take about the right room before they are measured. */
+function estimate(m: Message, width: number): number {
+  if (m.kind === 'notice') return 34;
+  const cpl = Math.max(16, Math.floor((Math.min(width, 820) - 110) / 7.4));
+  let lines = 0;
+  for (const l of m.text.split('\n')) lines += Math.max(1, Math.ceil(l.length / cpl));
+  return 46 + Math.min(lines, 400) * 21;
+}
+
+function metaLine(m: Message): HTMLElement {
+  const who =
+    m.kind === 'user' ? 'You' : m.kind === 'error' ? 'Error' : m.kind === 'notice' ? 'Note' : 'Assistant';
+  const t = m.occurred_at ?? m.received_at;
+  return h(
+    'div',
+    { class: 'msg-meta' },
+    h('span', { class: 'msg-who' }, who),
+    t ? h('time', { datetime: t, title: fullTime(t) }, clockTime(t)) : null,
+    m.draft ? h('span', { class: 'msg-draft-tag' }, 'writing…') : null,
+  );
+}
+
+function body(m: Message): HTMLElement {
+  const el = h('div', { class: 'msg-body' });
+  if (m.kind === 'user') {
+    el.classList.add('msg-plain');
+    el.textContent = m.text;
+  } else if (m.kind === 'error') {
+    if (m.error_code) el.append(h('code', { class: 'msg-error-code' }, m.error_code), ' ');
+    el.append(h('span', { class: 'msg-error-text' }, m.text || 'The assistant reported an error.'));
+  } else if (m.kind === 'notice') {
+    el.append(renderInline(m.text));
+  } else {
+    el.append(renderMarkdown(m.text));
+  }
+  return el;
+}
+
+function fill(row: HTMLElement, m: Message): void {
+  row.className = `vrow msg msg-${m.kind}${m.draft ? ' msg-is-draft' : ''}`;
+  row.dataset.id = String(m.id);
+  if (m.message_id) row.dataset.messageId = m.message_id;
+  else delete row.dataset.messageId;
+  row.dataset.draft = m.draft ? 'true' : 'false';
+  const bubble = h('div', { class: 'msg-bubble' }, metaLine(m), body(m));
+  row.replaceChildren(bubble);
+}
+
+export class ChatView {
+  readonly panel: HTMLElement;
+  private scroller: HTMLElement;
+  private list: VList<Message>;
+  private typingEl: HTMLElement;
+  private pill: HTMLButtonElement;
+  private empty: HTMLElement;
+  private input: HTMLTextAreaElement;
+  private sendBtn: HTMLButtonElement;
+  private sendError: HTMLElement;
+  private announcer: HTMLElement;
+  private conv: Conversation | null = null;
+  private newCount = 0;
+  private dirty = false;
+  private sending = false;
+  private emptyText = '';
+
+  constructor(private actions: ChatActions) {
+    this.scroller = h('div', {
+      class: 'msg-scroller',
+      tabindex: '0',
+      'aria-label': 'Conversation. Use the arrow keys and Page Up / Page Down to scroll.',
+    });
+    this.list = new VList<Message>({
+      scroller: this.scroller,
+      key: keyOf,
+      estimate,
+      create: (m) => {
+        const row = h('div');
+        fill(row, m);
+        return row;
+      },
+      update: (row, m) => fill(row, m),
+      onScrollState: (atBottom) => {
+        if (atBottom && this.newCount) {
+          this.newCount = 0;
+          this.updatePill();
+        }
+      },
+    });
+    this.list.listElement.setAttribute('aria-label', 'Messages');
+    this.list.listElement.id = 'messages';
+    this.empty = h('div', { class: 'empty-state', hidden: true });
+    this.pill = h('button', { class: 'new-pill', type: 'button', hidden: true, onclick: () => this.jumpToEnd() });
+    this.typingEl = h('div', { class: 'typing', role: 'status', 'aria-live': 'polite', hidden: true });
+    this.announcer = h('div', { class: 'sr-only', 'aria-live': 'polite', 'aria-atomic': 'true' });
+
+    this.input = h('textarea', {
+      class: 'composer-input',
+      rows: 1,
+      placeholder: 'Message your assistant…',
+      'aria-label': 'Message',
+      'aria-describedby': 'composer-hint',
+    });
+    this.input.addEventListener('keydown', (e) => this.onKey(e));
+    this.input.addEventListener('input', () => this.autosize());
+    this.sendBtn = h('button', { class: 'btn btn-primary composer-send', type: 'submit' }, 'Send');
+    this.sendError = h('div', { class: 'composer-error', role: 'alert', hidden: true });
+    const form = h(
+      'form',
+      { class: 'composer', onsubmit: (e: Event) => (e.preventDefault(), void this.submit()) },
+      h('div', { class: 'composer-row' }, this.input, this.sendBtn),
+      h('div', { class: 'composer-hint', id: 'composer-hint' }, 'Enter to send · Shift+Enter for a new line'),
+      this.sendError,
+    );
+
+    this.panel = h(
+      'section',
+      { class: 'panel panel-chat', id: 'panel-chat', role: 'tabpanel', 'aria-labelledby': 'tab-chat' },
+      h('div', { class: 'msg-area' }, this.scroller, this.empty, this.pill),
+      this.typingEl,
+      form,
+      this.announcer,
+    );
+  }
+
+  get composer(): HTMLTextAreaElement {
+    return this.input;
+  }
+
+  /** Shows `conv` (or nothing); `emptyText` is what an empty conversation says. */
+  bind(conv: Conversation | null, emptyText: string): void {
+    this.conv = conv;
+    this.emptyText = emptyText;
+    this.newCount = 0;
+    this.updatePill();
+    this.list.reset(conv ? conv.messages : [], true);
+    this.renderTyping();
+    this.updateEmpty();
+  }
+
+  /** A store change for the bound conversation. */
+  apply(c: Change): void {
+    const conv = this.conv;
+    if (!conv) return;
+    switch (c.kind) {
+      case 'message-insert': {
+        const atEnd = c.index === conv.messages.length - 1;
+        this.list.inserted(c.index);
+        if (atEnd && !this.list.atBottom && c.message.kind !== 'user') {
+          this.newCount++;
+          this.updatePill();
+        }
+        if (c.message.kind === 'assistant' && !c.message.draft) this.announce(c.message);
+        if (c.message.kind === 'error') this.announce(c.message);
+        break;
+      }
+      case 'message-update':
+        this.list.updated(c.index, c.prev);
+        if (c.prev.draft && !c.message.draft) this.announce(c.message);
+        break;
+      case 'message-move':
+        this.list.moved(c.from, c.to);
+        break;
+      case 'messages-reset':
+        this.list.reset(conv.messages, this.list.atBottom);
+        break;
+      case 'typing':
+        if (!c.insights) this.renderTyping();
+        return;
+      default:
+        return;
+    }
+    this.dirty = true;
+  }
+
+  /** Renders pending list changes (called once per batch of events). */
+  flush(): void {
+    if (!this.dirty) return;
+    this.dirty = false;
+    this.list.renderFast();
+    this.updateEmpty();
+  }
+
+  /** The panel became visible: measure with real sizes. */
+  shown(): void {
+    this.list.remeasureAll();
+    this.list.render();
+  }
+
+  jumpToEnd(): void {
+    this.newCount = 0;
+    this.updatePill();
+    this.list.scrollToBottom();
+  }
+
+  private updatePill(): void {
+    this.pill.hidden = this.newCount === 0;
+    this.pill.textContent = this.newCount === 1 ? '1 new message ↓' : `${this.newCount} new messages ↓`;
+  }
+
+  private updateEmpty(): void {
+    const isEmpty = !this.conv || this.conv.messages.length === 0;
+    if (this.empty.hidden !== !isEmpty) this.empty.hidden = !isEmpty;
+    const text = this.conv && !this.conv.loaded ? 'Loading…' : this.emptyText;
+    if (isEmpty && this.empty.textContent !== text) this.empty.textContent = text;
+  }
+
+  private renderTyping(): void {
+    const t = this.conv ? [...this.conv.typing.values()] : [];
+    if (t.length === 0) {
+      this.typingEl.hidden = true;
+      this.typingEl.replaceChildren();
+      return;
+    }
+    t.sort((a: Typing, b: Typing) => (a.since ?? '').localeCompare(b.since ?? ''));
+    const latest = t[t.length - 1];
+    const label = latest.label ? latest.label.replace(/\s*(\.\.\.|…)$/, '') : null;
+    this.typingEl.hidden = false;
+    this.typingEl.replaceChildren(
+      h('span', { class: 'typing-dots', 'aria-hidden': 'true' }, h('i'), h('i'), h('i')),
+      h('span', { class: 'typing-text' }, label ? `Assistant · ${label}…` : 'Assistant is typing…'),
+    );
+    if (t.length > 1) this.typingEl.append(h('span', { class: 'typing-more' }, ` (${t.length} replies in progress)`));
+  }
+
+  private announce(m: Message): void {
+    const text = m.text.length > 240 ? m.text.slice(0, 240) + '…' : m.text;
+    this.announcer.textContent =
+      m.kind === 'error' ? `Error ${m.error_code ?? ''}: ${text}` : `Assistant: ${text}`;
+  }
+
+  private onKey(e: KeyboardEvent): void {
+    if (e.key !== 'Enter' || e.isComposing || e.keyCode === 229) return;
+    if (e.shiftKey || e.altKey) return; // newline
+    e.preventDefault();
+    void this.submit();
+  }
+
+  private autosize(): void {
+    this.input.style.height = 'auto';
+    this.input.style.height = `${Math.min(this.input.scrollHeight, 200)}px`;
+  }
+
+  private async submit(): Promise<void> {
+    const text = this.input.value;
+    if (!text.trim() || this.sending) return;
+    this.sending = true;
+    this.sendBtn.disabled = true;
+    this.sendError.hidden = true;
+    try {
+      await this.actions.send(text);
+      if (this.input.value === text) this.input.value = '';
+      this.autosize();
+      this.jumpToEnd();
+    } catch (err) {
+      this.sendError.hidden = false;
+      this.sendError.textContent = err instanceof Error ? err.message : String(err);
+    } finally {
+      this.sending = false;
+      this.sendBtn.disabled = false;
+    }
+  }
+}

@@ -1,0 +1,76 @@
+// Past calls: every call and chat, newest first; opening one shows its chat and insights.
+
+import { dateTime, elapsedSince, fullTime, h } from './dom';
+import type { Session } from './types';
+
+export interface HistoryActions {
+  open(sessionId: string): void;
+  newChat(): Promise<void>;
+}
+
+export function sessionTitle(s: Session): string {
+  if (s.title && s.title.trim()) return s.title.trim();
+  const when = dateTime(s.created_at);
+  return s.is_call ? `Call · ${when}` : `Chat · ${when}`;
+}
+
+export class HistoryView {
+  readonly panel: HTMLElement;
+  private list: HTMLUListElement;
+  private empty: HTMLElement;
+  private error: HTMLElement;
+
+  constructor(private actions: HistoryActions) {
+    this.list = h('ul', { class: 'history-list', id: 'history', 'aria-label': 'Calls and chats, newest first' });
+    this.empty = h('div', { class: 'empty-state' }, 'No calls or chats yet.');
+    this.error = h('div', { class: 'inline-error', role: 'alert', hidden: true });
+    const newChat = h('button', { class: 'btn', type: 'button' }, 'New chat');
+    newChat.addEventListener('click', async () => {
+      this.error.hidden = true;
+      try {
+        await this.actions.newChat();
+      } catch (e) {
+        this.error.hidden = false;
+        this.error.textContent = e instanceof Error ? e.message : String(e);
+      }
+    });
+    this.panel = h(
+      'section',
+      { class: 'panel panel-history', id: 'panel-history', role: 'tabpanel', 'aria-labelledby': 'tab-history', hidden: true },
+      h('div', { class: 'panel-head' }, h('h2', null, 'Past calls and chats'), newChat),
+      this.error,
+      h('div', { class: 'panel-scroll' }, this.list, this.empty),
+    );
+  }
+
+  render(sessions: Session[], activeId: string | null): void {
+    this.empty.hidden = sessions.length > 0;
+    const items = sessions.map((s) => {
+      const live = s.is_call && !s.ended_at;
+      const titled = !!(s.title && s.title.trim());
+      const meta = [
+        titled ? `${s.is_call ? 'Call' : 'Chat'} · ${dateTime(s.created_at)}` : null,
+        s.is_call ? (live ? 'In progress' : `Lasted ${elapsedSince(s.created_at, s.ended_at)}`) : titled ? null : 'No call: chat only',
+      ]
+        .filter(Boolean)
+        .join(' · ');
+      const btn = h(
+        'button',
+        {
+          class: 'history-item',
+          type: 'button',
+          'data-session-id': s.session_id,
+          'aria-current': s.session_id === activeId ? 'true' : undefined,
+          title: `Open · started ${fullTime(s.created_at)}`,
+        },
+        h('span', { class: `history-kind ${s.is_call ? 'is-call' : 'is-chat'}`, 'aria-hidden': 'true' }, s.is_call ? '☎' : '✎'),
+        h('span', { class: 'history-main' }, h('span', { class: 'history-title' }, sessionTitle(s)), h('span', { class: 'history-meta' }, meta)),
+        live ? h('span', { class: 'chip chip-live' }, 'Live') : null,
+        s.session_id === activeId ? h('span', { class: 'chip' }, 'Open') : null,
+      );
+      btn.addEventListener('click', () => this.actions.open(s.session_id));
+      return h('li', null, btn);
+    });
+    this.list.replaceChildren(...items);
+  }
+}

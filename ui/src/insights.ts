@@ -1,0 +1,102 @@
+// The Insights tab: one short line per insight, newest first, with the time into the call.
+
+import { clockTime, duration, fullTime, h } from './dom';
+import { renderInline } from './markdown';
+import type { Conversation } from './store';
+import type { Insight } from './types';
+
+export class InsightsView {
+  readonly panel: HTMLElement;
+  private list: HTMLOListElement;
+  private typingEl: HTMLElement;
+  private empty: HTMLElement;
+  private items = new Map<string, { li: HTMLLIElement; ins: Insight }>();
+  private conv: Conversation | null = null;
+  private emptyText = '';
+
+  constructor() {
+    this.list = h('ol', {
+      class: 'insight-list',
+      id: 'insights',
+      'aria-live': 'polite',
+      'aria-relevant': 'additions',
+      'aria-label': 'Insights, newest first',
+    });
+    this.typingEl = h('div', { class: 'typing insight-typing', role: 'status', hidden: true });
+    this.empty = h('div', { class: 'empty-state' });
+    this.panel = h(
+      'section',
+      { class: 'panel panel-insights', id: 'panel-insights', role: 'tabpanel', 'aria-labelledby': 'tab-insights', hidden: true },
+      this.typingEl,
+      h('div', { class: 'insight-scroller', tabindex: '0', 'aria-label': 'Insights' }, this.list, this.empty),
+    );
+  }
+
+  bind(conv: Conversation | null, emptyText: string): void {
+    this.conv = conv;
+    this.emptyText = emptyText;
+    this.items.clear();
+    this.list.replaceChildren();
+    this.render();
+  }
+
+  /** Keyed update: only new insights are added as nodes (so aria-live announces just those). */
+  render(): void {
+    const conv = this.conv;
+    const list = conv ? conv.insights : [];
+    const keep = new Set<string>();
+    let prevEl: Element | null = null;
+    for (const ins of list) {
+      const key = String(ins.id);
+      keep.add(key);
+      let item = this.items.get(key);
+      if (!item) {
+        item = { li: h('li'), ins };
+        fill(item.li, ins);
+        this.items.set(key, item);
+      } else if (item.ins !== ins) {
+        item.ins = ins;
+        fill(item.li, ins);
+      }
+      const want: Element | null = prevEl ? prevEl.nextElementSibling : this.list.firstElementChild;
+      if (want !== item.li) this.list.insertBefore(item.li, want);
+      prevEl = item.li;
+    }
+    for (const [key, item] of this.items) {
+      if (!keep.has(key)) {
+        item.li.remove();
+        this.items.delete(key);
+      }
+    }
+    this.empty.hidden = list.length > 0;
+    this.empty.textContent = conv && !conv.loaded ? 'Loading…' : this.emptyText;
+    this.renderTyping();
+  }
+
+  renderTyping(): void {
+    const n = this.conv ? this.conv.insightTyping.size : 0;
+    this.typingEl.hidden = n === 0;
+    this.typingEl.replaceChildren(
+      ...(n
+        ? [
+            h('span', { class: 'typing-dots', 'aria-hidden': 'true' }, h('i'), h('i'), h('i')),
+            h('span', { class: 'typing-text' }, 'Assistant is listening…'),
+          ]
+        : []),
+    );
+  }
+}
+
+function fill(li: HTMLLIElement, ins: Insight): void {
+  li.className = `insight${ins.draft ? ' insight-is-draft' : ''}`;
+  li.dataset.id = String(ins.id);
+  const t = ins.occurred_at ?? ins.received_at;
+  const when =
+    ins.offset_ms != null
+      ? h('time', { class: 'insight-offset', title: `${duration(ins.offset_ms)} into the call · ${fullTime(t)}` }, duration(ins.offset_ms))
+      : h('time', { class: 'insight-offset', datetime: t ?? undefined, title: fullTime(t) }, clockTime(t));
+  const text = h('span', { class: 'insight-text' });
+  // One short line: collapse newlines, keep inline emphasis and links.
+  text.append(renderInline(ins.text.replace(/\s*\n+\s*/g, ' ').trim()));
+  li.replaceChildren(when, text);
+}

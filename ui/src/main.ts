@@ -1,0 +1,64 @@
+import './styles.css';
+import { App } from './app';
+import { h } from './dom';
+import { forgetUiToken, HttpTransport, isTauri, storeUiToken, takeUiToken, TauriTransport } from './transport';
+
+/** The "how to connect" form shown when the page has no (valid) UI token. */
+function tokenForm(reason: string): HTMLElement {
+  const input = h('input', {
+    class: 'token-input',
+    type: 'password',
+    autocomplete: 'off',
+    spellcheck: 'false',
+    'aria-label': 'UI token',
+    placeholder: 'ui_token',
+  });
+  const form = h(
+    'form',
+    { class: 'token-form' },
+    h('h1', null, 'Connect to StageWhisper'),
+    h('p', null, reason),
+    h(
+      'p',
+      null,
+      'Open the address printed by ',
+      h('code', null, 'stagewhisper --headless'),
+      ' as ',
+      h('code', null, 'ui_url#token=<ui_token>'),
+      ', or paste the ',
+      h('code', null, 'ui_token'),
+      ' here:',
+    ),
+    h('div', { class: 'token-row' }, input, h('button', { class: 'btn btn-primary', type: 'submit' }, 'Connect')),
+  );
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const v = input.value.trim();
+    if (!v) return;
+    storeUiToken(v);
+    location.reload();
+  });
+  return form;
+}
+
+function boot(): void {
+  const mount = document.getElementById('app');
+  if (!mount) return;
+  if (isTauri()) {
+    const app = new App(mount, new TauriTransport(window.__TAURI__!));
+    void app.start();
+    return;
+  }
+  const token = takeUiToken();
+  if (!token) {
+    mount.replaceChildren(h('div', { class: 'token-screen' }, tokenForm('This page needs the UI token of the running app.')));
+    return;
+  }
+  const app = new App(mount, new HttpTransport(token), () => {
+    forgetUiToken();
+    return tokenForm('The UI token was not accepted (the app may have been restarted with a new one).');
+  });
+  void app.start();
+}
+
+boot();

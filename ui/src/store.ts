@@ -1,0 +1,532 @@
+// The UI's state, fed only by the event stream plus snapshots loaded through the control API.
+//
+// - `cursor` is the id of the last applied event; an event whose id is ≤ the cursor is ignored,
+//   so replays and overlapping catch-ups are harmless (idempotent application).
+// - Every entity remembers the cursor of the event that last touched it (its version). A snapshot
+//   is merged with the cursor the store had when the snapshot was requested: an entity changed by
+//   a later event keeps the event's state (that event is newer or will be followed by one), so a
+//   snapshot racing the live stream never rolls anything back.
+// - Messages are kept ordered by (`sort_key`, `id`); drafts are updated in place.
+// - Insights: newest first; a `none` reply (or one flagged `hidden`) is never listed, nor is a draft
+//   that could still turn out to be `none`.
+
+import type { Insight, Message, MessageKind, Session, SwEvent, Typing } from './types';
+
+export type Change =
+  | { kind: 'sessions' }
+  | { kind: 'session-created'; session: Session }
+  | { kind: 'session-deleted'; sessionId: string }
+  | { kind: 'message-insert'; sessionId: string; index: number; message: Message }
+  | { kind: 'message-update'; sessionId: string; index: number; message: Message; prev: Message }
+  | { kind: 'message-move'; sessionId: string; from: number; to: number; message: Message }
+  | { kind: 'messages-reset'; sessionId: string }
+  | { kind: 'insights'; sessionId: string; added: Insight | null }
+  | { kind: 'typing'; sessionId: string; insights: boolean }
+  | { kind: 'unread'; sessionId: string };
+
+export interface Conversation {
+  sessionId: string;
+  /** A snapshot of this conversation has been merged (the lists are complete). */
+  loaded: boolean;
+  messages: Message[];
+  byId: Map<string, Message>;
+  /** Visible insights, newest first. */
+  insights: Insight[];
+  /** Every insight seen, hidden ones included. */
+  insightById: Map<string, Insight>;
+  typing: Map<string, Typing>;
+  insightTyping: Map<string, Typing>;
+  unread: Set<string>;
+  /** Entity key → cursor of the last event that touched it. */
+  ver: Map<string, number>;
+}
+
+export interface Snapshot {
+  messages?: unknown[];
+  insights?: unknown[];
+  typing?: unknown[];
+}
+
+const INSIGHTS_PREFIX = 'insights:';
+
+// ---------------------------------------------------------------------------------------------
+// Normalisation of loosely typed JSON.
+
+const str = (v: unknown): string | null => (typeof v === 'string' ? v : v == null ? null : String(v));
+const isObj = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object' && !Array.isArray(v);
+
+/** Microseconds since the epoch of an RFC 3339 time (fraction kept to the microsecond); NaN if none. */
+export function timeMicros(t: string | null | undefined): number {
+  if (!t) return NaN;
+  const m = /^(.*?T\d{2}:\d{2}:\d{2})(?:[.,](\d+))?(.*)$/.exec(t);
+  if (!m) return Date.parse(t) * 1000;
+  const ms = Date.parse(m[1] + (m[3] || 'Z'));
+  if (Number.isNaN(ms)) return NaN;
+  const frac = m[2] ? Number((m[2] + '000000').slice(0, 6)) : 0;
+  return ms * 1000 + frac;
+}
+
+const KINDS: ReadonlySet<string> = new Set(['user', 'assistant', 'notice', 'error']);
+
+export function normMessage(raw: unknown): Message | null {
+  if (!isObj(raw)) return null;
+  const id = raw.id;
+  const sessionId = str(raw.session_id);
+  if ((typeof id !== 'string' && typeof id !== 'number') || !sessionId) return null;
+  const kindRaw = str(raw.kind) ?? 'assistant';
+  const kind = (KINDS.has(kindRaw) ? kindRaw : 'assistant') as MessageKind;
+  let sortKey = Number(raw.sort_key);
+  if (!Number.isFinite(sortKey)) {
+    sortKey = timeMicros(str(raw.occurred_at)) || timeMicros(str(raw.received_at)) || 0;
+    if (!Number.isFinite(sortKey)) sortKey = 0;
+  }
+  return {
+    id,
+    session_id: sessionId,
+    kind,
+    text: str(raw.text) ?? '',
+    message_id: str(raw.message_id),
+    task_id: str(raw.task_id),
+    user_message_id: str(raw.user_message_id),
+    error_code: str(raw.error_code),
+    occurred_at: str(raw.occurred_at),
+    received_at: str(raw.received_at),
+    sort_key: sortKey,
+    draft: raw.draft === true,
+  };
+}
+
+export function normInsight(raw: unknown): Insight | null {
+  if (!isObj(raw)) return null;
+  const id = raw.id;
+  let sessionId = str(raw.session_id);
+  if ((typeof id !== 'string' && typeof id !== 'number') || !sessionId) return null;
+  if (sessionId.startsWith(INSIGHTS_PREFIX)) sessionId = sessionId.slice(INSIGHTS_PREFIX.length);
+  const off = Number(raw.offset_ms);
+  return {
+    id,
+    session_id: sessionId,
+    text: str(raw.text) ?? '',
+    task_id: str(raw.task_id),
+    message_id: str(raw.message_id),
+    occurred_at: str(raw.occurred_at),
+    received_at: str(raw.received_at),
+    offset_ms: raw.offset_ms == null || !Number.isFinite(off) ? null : off,
+    draft: raw.draft === true,
+    hidden: raw.hidden === true,
+  };
+}
+
+export function normSession(raw: unknown): Session | null {
+  if (!isObj(raw)) return null;
+  const sid = str(raw.session_id);
+  if (!sid) return null;
+  return {
+    session_id: sid,
+    kind: str(raw.kind) ?? 'chat',
+    is_call: raw.is_call === true,
+    title: str(raw.title),
+    created_at: str(raw.created_at) ?? '',
+    ended_at: str(raw.ended_at),
+    insights_session_id: str(raw.insights_session_id),
+  };
+}
+
+export function normTyping(raw: unknown): Typing | null {
+  if (!isObj(raw)) return null;
+  const sid = str(raw.session_id);
+  const scope = str(raw.scope);
+  if (!sid || scope == null) return null;
+  const label = str(raw.label);
+  return { session_id: sid, scope, label: label && label.trim() ? label : null, since: str(raw.since) };
+}
+
+/** True for an insight text that means "nothing worth surfacing". */
+export function isNoneText(text: string): boolean {
+  return /^none\.?$/i.test(text.trim());
+}
+
+/** Whether an insight may be listed and announced. */
+export function insightVisible(ins: Insight): boolean {
+  if (ins.hidden) return false;
+  const t = ins.text.trim();
+  if (t === '') return false;
+  if (isNoneText(t)) return false;
+  // A draft that could still become "none" stays out of sight until it cannot.
+  if (ins.draft && 'none.'.startsWith(t.toLowerCase())) return false;
+  return true;
+}
+
+export function compareIds(a: string | number, b: string | number): number {
+  if (typeof a === 'number' && typeof b === 'number') return a - b;
+  const sa = String(a);
+  const sb = String(b);
+  return sa < sb ? -1 : sa > sb ? 1 : 0;
+}
+
+export function compareMessages(a: Message, b: Message): number {
+  return a.sort_key - b.sort_key || compareIds(a.id, b.id);
+}
+
+function insightTime(i: Insight): number {
+  const t = timeMicros(i.occurred_at);
+  if (Number.isFinite(t)) return t;
+  const r = timeMicros(i.received_at);
+  return Number.isFinite(r) ? r : 0;
+}
+
+/** Newest first. */
+export function compareInsights(a: Insight, b: Insight): number {
+  return insightTime(b) - insightTime(a) || compareIds(b.id, a.id);
+}
+
+/** First index whose element sorts after `x` (insertion point keeping the order stable). */
+function upperBound<T>(list: T[], x: T, cmp: (a: T, b: T) => number): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (cmp(list[mid], x) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function indexOfSorted<T>(list: T[], x: T, cmp: (a: T, b: T) => number, same: (a: T) => boolean): number {
+  // Binary search to the neighbourhood, then confirm by identity (ids are unique).
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (cmp(list[mid], x) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  for (let i = lo; i < list.length && cmp(list[i], x) <= 0; i++) if (same(list[i])) return i;
+  const j = list.findIndex(same);
+  return j;
+}
+
+/** The object an event carries for `key` (`message`, `insight`, …), tolerating `payload`/`data`. */
+function payload(ev: SwEvent, key: string): unknown {
+  const v = ev[key] ?? ev.payload ?? ev.data;
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export class Store {
+  cursor = 0;
+  readonly sessions = new Map<string, Session>();
+  private sessionVer = new Map<string, number>();
+  private deleted = new Set<string>();
+  private convs = new Map<string, Conversation>();
+  private insightsOf = new Map<string, string>(); // insights session id → chat session id
+  private listeners = new Set<(c: Change) => void>();
+  /** The conversation whose Insights tab is on screen (its new insights are not "unread"). */
+  private insightsOpen: string | null = null;
+
+  subscribe(fn: (c: Change) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  private emit(c: Change): void {
+    for (const fn of this.listeners) fn(c);
+  }
+
+  conv(sessionId: string): Conversation | undefined {
+    return this.convs.get(sessionId);
+  }
+
+  /** The conversation of `sessionId`, created empty (not loaded) if new. */
+  ensureConv(sessionId: string): Conversation {
+    let c = this.convs.get(sessionId);
+    if (!c) {
+      c = {
+        sessionId,
+        loaded: false,
+        messages: [],
+        byId: new Map(),
+        insights: [],
+        insightById: new Map(),
+        typing: new Map(),
+        insightTyping: new Map(),
+        unread: new Set(),
+        ver: new Map(),
+      };
+      this.convs.set(sessionId, c);
+    }
+    return c;
+  }
+
+  /** Sessions newest first. */
+  sessionList(): Session[] {
+    return [...this.sessions.values()].sort(
+      (a, b) => (timeMicros(b.created_at) || 0) - (timeMicros(a.created_at) || 0) || compareIds(b.session_id, a.session_id),
+    );
+  }
+
+  /** The chat session an (`insights:` or chat) session id belongs to, and whether it was insights. */
+  private route(sessionId: string): { chat: string; insights: boolean } {
+    const mapped = this.insightsOf.get(sessionId);
+    if (mapped) return { chat: mapped, insights: true };
+    if (sessionId.startsWith(INSIGHTS_PREFIX)) return { chat: sessionId.slice(INSIGHTS_PREFIX.length), insights: true };
+    return { chat: sessionId, insights: false };
+  }
+
+  unreadCount(sessionId: string | null): number {
+    if (!sessionId) return 0;
+    return this.convs.get(sessionId)?.unread.size ?? 0;
+  }
+
+  /** The Insights tab of `sessionId` is on screen (or none is, with `null`): its unread clears. */
+  setInsightsOpen(sessionId: string | null): void {
+    this.insightsOpen = sessionId;
+    if (sessionId) {
+      const c = this.convs.get(sessionId);
+      if (c && c.unread.size) {
+        c.unread.clear();
+        this.emit({ kind: 'unread', sessionId });
+      }
+    }
+  }
+
+  // ---- events ---------------------------------------------------------------------------------
+
+  /** Applies a batch in order; returns how many were new. */
+  applyBatch(events: SwEvent[]): number {
+    let n = 0;
+    for (const ev of events) if (this.apply(ev)) n++;
+    return n;
+  }
+
+  /** Applies one event; false when it was already applied (id ≤ cursor) or malformed. */
+  apply(ev: SwEvent): boolean {
+    const id = Number(ev.id);
+    if (!Number.isFinite(id) || id <= this.cursor) return false;
+    this.cursor = id;
+    switch (ev.type) {
+      case 'session_created':
+      case 'session_updated': {
+        const s = normSession(payload(ev, 'session'));
+        if (s) this.putSession(s, id, true);
+        break;
+      }
+      case 'session_deleted': {
+        const p = payload(ev, 'session');
+        const sid = str(ev.session_id) ?? (isObj(p) ? str(p.session_id) : null);
+        if (sid) this.deleteSession(sid);
+        break;
+      }
+      case 'message_added':
+      case 'message_updated': {
+        const m = normMessage(payload(ev, 'message'));
+        if (m) this.putMessage(m, id);
+        break;
+      }
+      case 'insight_added':
+      case 'insight_updated': {
+        const i = normInsight(payload(ev, 'insight'));
+        if (i) this.putInsight(i, id, true);
+        break;
+      }
+      case 'typing_started':
+      case 'typing_stopped': {
+        const t = normTyping(payload(ev, 'typing'));
+        if (t) this.putTyping(t, ev.type === 'typing_started', id);
+        break;
+      }
+      default:
+        break; // unknown types are skipped (forward compatible); the cursor still advances
+    }
+    return true;
+  }
+
+  private putSession(s: Session, version: number, live: boolean): void {
+    if (this.deleted.has(s.session_id)) return;
+    const isNew = !this.sessions.has(s.session_id);
+    this.sessions.set(s.session_id, s);
+    this.sessionVer.set(s.session_id, version);
+    if (s.insights_session_id) this.insightsOf.set(s.insights_session_id, s.session_id);
+    this.emit({ kind: 'sessions' });
+    if (isNew && live) this.emit({ kind: 'session-created', session: s });
+  }
+
+  private deleteSession(sid: string): void {
+    this.deleted.add(sid);
+    const s = this.sessions.get(sid);
+    if (s?.insights_session_id) this.insightsOf.delete(s.insights_session_id);
+    this.sessions.delete(sid);
+    this.sessionVer.delete(sid);
+    this.convs.delete(sid);
+    this.emit({ kind: 'sessions' });
+    this.emit({ kind: 'session-deleted', sessionId: sid });
+  }
+
+  private putMessage(m: Message, version: number): void {
+    const r = this.route(m.session_id);
+    if (r.insights) return; // an `insights:` session never shows in a chat
+    if (this.deleted.has(r.chat)) return;
+    const c = this.ensureConv(r.chat);
+    const key = String(m.id);
+    c.ver.set('m:' + key, version);
+    const prev = c.byId.get(key);
+    c.byId.set(key, m);
+    if (!prev) {
+      const index = upperBound(c.messages, m, compareMessages);
+      c.messages.splice(index, 0, m);
+      this.emit({ kind: 'message-insert', sessionId: r.chat, index, message: m });
+      return;
+    }
+    const from = indexOfSorted(c.messages, prev, compareMessages, (x) => String(x.id) === key);
+    if (from < 0) {
+      const index = upperBound(c.messages, m, compareMessages);
+      c.messages.splice(index, 0, m);
+      this.emit({ kind: 'message-insert', sessionId: r.chat, index, message: m });
+      return;
+    }
+    if (compareMessages(prev, m) === 0) {
+      c.messages[from] = m;
+      this.emit({ kind: 'message-update', sessionId: r.chat, index: from, message: m, prev });
+      return;
+    }
+    c.messages.splice(from, 1);
+    const to = upperBound(c.messages, m, compareMessages);
+    c.messages.splice(to, 0, m);
+    if (to === from) this.emit({ kind: 'message-update', sessionId: r.chat, index: to, message: m, prev });
+    else this.emit({ kind: 'message-move', sessionId: r.chat, from, to, message: m });
+  }
+
+  private putInsight(ins: Insight, version: number, live: boolean): void {
+    const chat = this.route(ins.session_id).chat;
+    if (this.deleted.has(chat)) return;
+    const c = this.ensureConv(chat);
+    const key = String(ins.id);
+    c.ver.set('i:' + key, version);
+    const prev = c.insightById.get(key);
+    const wasVisible = !!prev && insightVisible(prev);
+    const nowVisible = insightVisible(ins);
+    c.insightById.set(key, ins);
+    if (wasVisible) {
+      const at = c.insights.findIndex((x) => String(x.id) === key);
+      if (at >= 0) c.insights.splice(at, 1);
+    }
+    if (nowVisible) c.insights.splice(upperBound(c.insights, ins, compareInsights), 0, ins);
+    if (!wasVisible && !nowVisible) return;
+    let unreadChanged = false;
+    if (nowVisible && !wasVisible && live && this.insightsOpen !== chat && !c.unread.has(key)) {
+      c.unread.add(key);
+      unreadChanged = true;
+    }
+    if (!nowVisible && c.unread.delete(key)) unreadChanged = true;
+    this.emit({ kind: 'insights', sessionId: chat, added: nowVisible && !wasVisible ? ins : null });
+    if (unreadChanged) this.emit({ kind: 'unread', sessionId: chat });
+  }
+
+  private putTyping(t: Typing, on: boolean, version: number): void {
+    const r = this.route(t.session_id);
+    if (this.deleted.has(r.chat)) return;
+    const c = this.ensureConv(r.chat);
+    const map = r.insights ? c.insightTyping : c.typing;
+    c.ver.set((r.insights ? 'ti:' : 't:') + t.scope, version);
+    const had = map.has(t.scope);
+    if (on) map.set(t.scope, t);
+    else map.delete(t.scope);
+    if (had || on) this.emit({ kind: 'typing', sessionId: r.chat, insights: r.insights });
+  }
+
+  // ---- snapshots ------------------------------------------------------------------------------
+
+  /** Merges `GET /api/sessions`, requested when the cursor was `atCursor`. */
+  loadSessions(list: unknown[], atCursor: number): void {
+    let changed = false;
+    for (const raw of list) {
+      const s = normSession(raw);
+      if (!s || this.deleted.has(s.session_id)) continue;
+      if ((this.sessionVer.get(s.session_id) ?? -1) > atCursor) continue;
+      this.sessions.set(s.session_id, s);
+      if (s.insights_session_id) this.insightsOf.set(s.insights_session_id, s.session_id);
+      changed = true;
+    }
+    if (changed) this.emit({ kind: 'sessions' });
+  }
+
+  /** Merges a conversation's messages / insights / typing, requested when the cursor was `atCursor`. */
+  loadConversation(sessionId: string, snap: Snapshot, atCursor: number): void {
+    if (this.deleted.has(sessionId)) return;
+    const c = this.ensureConv(sessionId);
+    const newer = (key: string) => (c.ver.get(key) ?? -1) > atCursor;
+
+    if (snap.messages) {
+      for (const raw of snap.messages) {
+        const m = normMessage(raw);
+        if (!m || this.route(m.session_id).insights) continue;
+        const key = String(m.id);
+        if (newer('m:' + key)) continue;
+        c.byId.set(key, m);
+        c.ver.set('m:' + key, atCursor);
+      }
+      c.messages = [...c.byId.values()].sort(compareMessages);
+      this.emit({ kind: 'messages-reset', sessionId });
+    }
+    if (snap.insights) {
+      for (const raw of snap.insights) {
+        const ins = normInsight(raw);
+        if (!ins) continue;
+        const key = String(ins.id);
+        if (newer('i:' + key)) continue;
+        c.insightById.set(key, ins);
+        c.ver.set('i:' + key, atCursor);
+      }
+      c.insights = [...c.insightById.values()].filter(insightVisible).sort(compareInsights);
+      for (const k of [...c.unread]) {
+        const i = c.insightById.get(k);
+        if (!i || !insightVisible(i)) c.unread.delete(k);
+      }
+      this.emit({ kind: 'insights', sessionId, added: null });
+      this.emit({ kind: 'unread', sessionId });
+    }
+    if (snap.typing) {
+      const fresh = new Map<string, { t: Typing; insights: boolean }>();
+      for (const raw of snap.typing) {
+        const t = normTyping(raw);
+        if (!t) continue;
+        const r = this.route(t.session_id);
+        fresh.set((r.insights ? 'ti:' : 't:') + t.scope, { t, insights: r.insights });
+      }
+      for (const [map, prefix] of [
+        [c.typing, 't:'],
+        [c.insightTyping, 'ti:'],
+      ] as const) {
+        for (const scope of [...map.keys()]) {
+          const key = prefix + scope;
+          if (!newer(key) && !fresh.has(key)) map.delete(scope);
+        }
+      }
+      for (const [key, { t, insights }] of fresh) {
+        if (newer(key)) continue;
+        (insights ? c.insightTyping : c.typing).set(t.scope, t);
+      }
+      this.emit({ kind: 'typing', sessionId, insights: false });
+      this.emit({ kind: 'typing', sessionId, insights: true });
+    }
+    c.loaded = true;
+  }
+
+  /** Merges one message returned by the API (e.g. the 201 of a sent message). */
+  mergeMessage(raw: unknown, atCursor: number): void {
+    const m = normMessage(raw);
+    if (!m) return;
+    const c = this.ensureConv(this.route(m.session_id).chat);
+    if ((c.ver.get('m:' + String(m.id)) ?? -1) > atCursor) return;
+    if (c.byId.has(String(m.id))) return; // already there (from the stream or a snapshot)
+    this.putMessage(m, atCursor);
+  }
+
+  /** Merges one session returned by the API. */
+  mergeSession(raw: unknown, atCursor: number): void {
+    const s = normSession(raw);
+    if (!s || (this.sessionVer.get(s.session_id) ?? -1) > atCursor) return;
+    this.putSession(s, atCursor, false);
+  }
+}
