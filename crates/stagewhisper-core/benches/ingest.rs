@@ -138,6 +138,52 @@ async fn flood(target: Arc<Target>, conns: usize, secs: f64) -> Result {
     }
 }
 
+/// Submits callbacks straight to the conversation from `conns` tasks.
+async fn flood_core(app: &App, session_id: &str, conns: usize, secs: f64) -> Result {
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..conns {
+        let conv = app.conversation.clone();
+        let session_id = session_id.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut errors = 0u64;
+            while Instant::now() < deadline {
+                let n = SEQ.fetch_add(1, Ordering::Relaxed);
+                let task = uuid::Uuid::new_v4().to_string();
+                let body = format!(
+                    r#"{{"session_id":"{session_id}","status":"message","message_id":"bench-{n}","user_message_id":"um-{n}","reply_text":"Benchmark reply number {n}: they said the budget is fifty thousand for Q3.","occurred_at":"2026-11-29T12:35:28.132716Z"}}"#
+                );
+                let t0 = Instant::now();
+                let cb = stagewhisper_core::protocol::parse_callback(&task, body.as_bytes())
+                    .expect("valid");
+                match conv.submit(cb).await {
+                    Ok(stagewhisper_core::conversation::Outcome::Applied) => {}
+                    _ => errors += 1,
+                }
+                lat.push(t0.elapsed().as_micros() as u64);
+            }
+            (lat, errors)
+        }));
+    }
+    let mut latencies_us = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (l, e) = t.await.unwrap();
+        latencies_us.extend(l);
+        errors += e;
+    }
+    let elapsed = start.elapsed();
+    latencies_us.sort_unstable();
+    Result {
+        requests: latencies_us.len() as u64,
+        errors,
+        elapsed,
+        latencies_us,
+    }
+}
+
 /// The baseline: parse the JSON, answer 200, nothing else.
 async fn start_bare() -> Target {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -221,6 +267,22 @@ fn main() {
                 "ratio",
                 c,
                 d.rps() / b.rps()
+            );
+        }
+        // The conversation alone (no HTTP): what the rules + group commit sustain.
+        for &c in &a.conns {
+            let r = flood_core(&app, &session.session_id, c, a.secs).await;
+            stored_expected += r.requests - r.errors;
+            println!(
+                "{:<10} {:>6} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8}",
+                "core-only",
+                c,
+                r.rps(),
+                r.pct(0.50),
+                r.pct(0.99),
+                r.pct(0.999),
+                r.pct(1.0),
+                r.errors
             );
         }
         let stored = app

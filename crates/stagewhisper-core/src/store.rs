@@ -85,6 +85,15 @@ impl Store {
         Ok((store, writer))
     }
 
+    /// A separate read-only connection (the conversation's rules stage reads through it).
+    pub async fn connect_reader(&self) -> Result<SqliteConnection, StoreError> {
+        Ok(base_options(&self.path)
+            .read_only(true)
+            .pragma("cache_size", "-16384")
+            .connect()
+            .await?)
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

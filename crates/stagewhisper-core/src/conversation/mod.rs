@@ -34,8 +34,9 @@ use sha2::{Digest, Sha256};
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Connection;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use typing::{Touch, TypingTracker};
 
 /// Largest number of commands applied in one transaction.
@@ -183,17 +184,29 @@ impl Conversation {
     /// Loads state from the store and starts the writer actor.
     pub async fn start(
         store: Store,
-        mut conn: SqliteConnection,
+        conn: SqliteConnection,
         clock: SharedClock,
         settings: Settings,
     ) -> Result<Conversation, StoreError> {
         let hub = EventHub::new();
-        let core = Core::load(&mut conn, clock.clone(), settings, hub.clone()).await?;
+        let mut reader = store.connect_reader().await?;
+        let core = Core::load(&mut reader, clock.clone(), settings, hub.clone()).await?;
+        let pipeline = Arc::new(Pipeline::default());
+        let (unit_tx, unit_rx) = mpsc::channel(MAX_UNITS_PER_COMMIT);
+        let writer = Writer {
+            conn,
+            store: store.clone(),
+            hub: hub.clone(),
+            pipeline: pipeline.clone(),
+        };
+        tokio::spawn(writer.run(unit_rx));
         let (tx, rx) = mpsc::channel(8192);
         let actor = Actor {
-            conn,
+            reader,
             core,
-            store: store.clone(),
+            writer: unit_tx,
+            pipeline,
+            epoch: 1,
         };
         tokio::spawn(actor.run(rx));
         Ok(Conversation {
@@ -475,9 +488,12 @@ struct State {
 }
 
 struct Actor {
-    conn: SqliteConnection,
+    /// Reads only (indexes, start-up state); the writer stage owns the writing connection.
+    reader: SqliteConnection,
     core: Core,
-    store: Store,
+    writer: mpsc::Sender<Unit>,
+    pipeline: Arc<Pipeline>,
+    epoch: u64,
 }
 
 struct Core {
@@ -503,6 +519,123 @@ fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, CoreError>) -> F
     })
 }
 
+/// The rules stage decides a batch in memory and hands the writes to the writer stage, which
+/// commits them (grouping whatever has queued up) while the next batch is being decided. Answers
+/// and events leave only after the commit. A failed commit fails its batch and every later batch
+/// decided on top of it (same epoch); the rules stage then reloads its state from the database.
+struct Unit {
+    epoch: u64,
+    ops: Vec<Op>,
+    events: Vec<Event>,
+    finishers: Vec<Finish>,
+}
+
+/// Shared between the two stages.
+#[derive(Default)]
+struct Pipeline {
+    /// Units sent to the writer and not yet committed or failed.
+    in_flight: AtomicUsize,
+    /// The newest epoch a commit failed in (0: none).
+    failed_epoch: AtomicU64,
+    /// Rung when `in_flight` drops to zero.
+    drained: Notify,
+}
+
+/// Most units the writer commits in one transaction.
+const MAX_UNITS_PER_COMMIT: usize = 64;
+
+struct Writer {
+    conn: SqliteConnection,
+    store: Store,
+    hub: EventHub,
+    pipeline: Arc<Pipeline>,
+}
+
+impl Writer {
+    async fn run(mut self, mut rx: mpsc::Receiver<Unit>) {
+        while let Some(first) = rx.recv().await {
+            let mut units = vec![first];
+            while units.len() < MAX_UNITS_PER_COMMIT {
+                match rx.try_recv() {
+                    Ok(u) => units.push(u),
+                    Err(_) => break,
+                }
+            }
+            let n = units.len();
+            self.commit(units).await;
+            if self.pipeline.in_flight.fetch_sub(n, Ordering::AcqRel) == n {
+                self.pipeline.drained.notify_waiters();
+                if rx.is_empty() {
+                    self.store.idle();
+                }
+            }
+        }
+        tracing::debug!("conversation writer stopped");
+    }
+
+    async fn commit(&mut self, units: Vec<Unit>) {
+        let failed = self.pipeline.failed_epoch.load(Ordering::Acquire);
+        let (doomed, live): (Vec<Unit>, Vec<Unit>) =
+            units.into_iter().partition(|u| u.epoch <= failed);
+        for u in doomed {
+            fail(u, "an earlier write failed");
+        }
+        if live.is_empty() {
+            return;
+        }
+        let ops: Vec<Op> = live.iter().flat_map(|u| u.ops.iter().cloned()).collect();
+        let started = std::time::Instant::now();
+        let result: Result<(), StoreError> = async {
+            let mut tx = self.conn.begin().await?;
+            if !ops.is_empty() {
+                write::apply(&mut tx, &ops).await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        }
+        .await;
+        if started.elapsed() > std::time::Duration::from_millis(50) {
+            tracing::debug!(
+                ops = ops.len(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "slow commit"
+            );
+        }
+        match result {
+            Ok(()) => {
+                if !ops.is_empty() {
+                    self.store.committed();
+                }
+                for u in live {
+                    for e in u.events {
+                        self.hub.publish(e);
+                    }
+                    for f in u.finishers {
+                        f(None);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "commit failed; its callbacks are answered 503 and the state reloads");
+                let newest = live.iter().map(|u| u.epoch).max().unwrap_or(0);
+                self.pipeline
+                    .failed_epoch
+                    .fetch_max(newest, Ordering::AcqRel);
+                for u in live {
+                    fail(u, &e.to_string());
+                }
+            }
+        }
+    }
+}
+
+fn fail(u: Unit, why: &str) {
+    let err = CoreError::StorageUnavailable(why.to_string());
+    for f in u.finishers {
+        f(Some(err.clone()));
+    }
+}
+
 impl Actor {
     async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
         loop {
@@ -525,68 +658,98 @@ impl Actor {
                     Err(_) => break,
                 }
             }
-            let idle = rx.is_empty();
+            if self.pipeline.failed_epoch.load(Ordering::Acquire) >= self.epoch {
+                self.recover().await;
+            }
             self.run_batch(batch).await;
-            if idle {
-                self.store.idle();
+        }
+    }
+
+    /// After a failed commit: wait for the writer to settle, reload, start a new epoch.
+    async fn recover(&mut self) {
+        self.wait_drained().await;
+        loop {
+            match Core::load(
+                &mut self.reader,
+                self.core.clock.clone(),
+                self.core.settings,
+                self.core.hub.clone(),
+            )
+            .await
+            {
+                Ok(mut fresh) => {
+                    // Typing indicators live only in memory; keep what the view was told.
+                    fresh.state.typing = self.core.state.typing.clone();
+                    self.core = fresh;
+                    break;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot reload the conversation state; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
             }
         }
-        tracing::debug!("conversation writer stopped");
+        self.epoch = self.pipeline.failed_epoch.load(Ordering::Acquire) + 1;
+    }
+
+    async fn wait_drained(&self) {
+        loop {
+            let notified = self.pipeline.drained.notified();
+            if self.pipeline.in_flight.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
     }
 
     async fn run_batch(&mut self, batch: Vec<Cmd>) {
-        let snapshot = self.core.state.clone();
         self.core.batch_no += 1;
         let mut finishers: Vec<Finish> = Vec::with_capacity(batch.len());
         let mut events: Vec<Event> = Vec::new();
-        let started = std::time::Instant::now();
-        let size = batch.len();
-        let result: Result<(), StoreError> = async {
-            let mut tx = self.conn.begin().await?;
-            for cmd in batch {
-                finishers.push(self.core.apply(&mut tx, cmd, &mut events).await?);
+        let mut failure = None;
+        for cmd in batch {
+            if failure.is_some() {
+                drop(cmd); // its caller sees StorageUnavailable
+                continue;
             }
-            if !self.core.ops.is_empty() {
-                write::apply(&mut tx, &self.core.ops).await?;
+            match self.core.apply(&mut self.reader, cmd, &mut events).await {
+                Ok(f) => finishers.push(f),
+                Err(e) => failure = Some(e),
             }
-            tx.commit().await?;
-            Ok(())
         }
-        .await;
-        if started.elapsed() > std::time::Duration::from_millis(50) {
-            tracing::debug!(
-                size,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "slow batch"
+        let ops = std::mem::take(&mut self.core.ops);
+        if let Some(e) = failure {
+            // A read failed mid-batch: nothing of this batch is written; start over from the
+            // database once the writer is done.
+            tracing::error!(error = %e, "reading the database failed; the batch is answered 503");
+            fail(
+                Unit {
+                    epoch: self.epoch,
+                    ops,
+                    events,
+                    finishers,
+                },
+                &e.to_string(),
             );
+            self.pipeline
+                .failed_epoch
+                .fetch_max(self.epoch, Ordering::AcqRel);
+            return;
         }
-        let wrote = !self.core.ops.is_empty();
-        self.core.ops.clear();
-        match result {
-            Ok(()) => {
-                if wrote {
-                    self.store.committed();
-                }
-                for e in events {
-                    self.core.hub.publish(e);
-                }
-                for f in finishers {
-                    f(None);
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "commit failed; the batch is answered 503 and rolled back");
-                self.core.state = snapshot;
-                self.core.index.clear();
-                let err = CoreError::StorageUnavailable(e.to_string());
-                for f in finishers {
-                    f(Some(err.clone()));
-                }
-                // Commands of the batch not yet applied were dropped with their reply
-                // channels: their callers see StorageUnavailable too.
-            }
+        self.pipeline.in_flight.fetch_add(1, Ordering::AcqRel);
+        let unit = Unit {
+            epoch: self.epoch,
+            ops,
+            events,
+            finishers,
+        };
+        if let Err(mpsc::error::SendError(u)) = self.writer.send(unit).await {
+            self.pipeline.in_flight.fetch_sub(1, Ordering::AcqRel);
+            fail(u, "the writer stopped");
         }
-        self.core.evict_indexes();
+        if self.pipeline.in_flight.load(Ordering::Acquire) == 0 {
+            self.core.evict_indexes();
+        }
     }
 }
 
