@@ -1748,3 +1748,145 @@ fn typing_view(session_id: &str, scope: &str, lease: &typing::Lease) -> TypingVi
             .unwrap_or_default(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The conversation with a manual clock on a real SQLite file: timers fire only when the
+    //! test moves time, so nothing sleeps.
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::protocol::parse_callback;
+
+    const TASK: &str = "3dac4154-7224-4cd4-88a0-14428dc826d7";
+
+    async fn start(timeout_ms: i64) -> (Conversation, Arc<ManualClock>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, conn) = Store::open(&dir.path().join("t.db")).await.unwrap();
+        let clock = ManualClock::new(DateTime::from_timestamp(1_800_000_000, 0).unwrap());
+        let c = Conversation::start(
+            store,
+            conn,
+            clock.clone(),
+            Settings {
+                typing_timeout_ms: timeout_ms,
+                insights_grace_ms: 60_000,
+            },
+        )
+        .await
+        .unwrap();
+        (c, clock, dir)
+    }
+
+    async fn post(c: &Conversation, body: serde_json::Value) -> Outcome {
+        c.submit(parse_callback(TASK, body.to_string().as_bytes()).unwrap())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn typing_clears_when_the_inactivity_timer_runs_out() {
+        let (c, clock, _dir) = start(30_000).await;
+        let s = c.create_session(false, None).await.unwrap().session_id;
+        post(&c, json!({"session_id": s, "status": "typing", "user_message_id": "u1", "label": "thinking"})).await;
+        assert_eq!(
+            c.typing(&s).await.unwrap()[0].label.as_deref(),
+            Some("thinking")
+        );
+        clock.advance_ms(20_000);
+        post(
+            &c,
+            json!({"session_id": s, "status": "typing", "user_message_id": "u1"}),
+        )
+        .await;
+        clock.advance_ms(29_000); // 49 s after the first, 29 s after the keepalive
+        c.tick().await.unwrap();
+        assert_eq!(c.typing(&s).await.unwrap().len(), 1, "kept alive");
+        clock.advance_ms(1_000);
+        c.tick().await.unwrap();
+        assert!(c.typing(&s).await.unwrap().is_empty(), "expired");
+        let mut sub = c.hub().subscribe(c.store().clone(), 0);
+        let mut last = String::new();
+        while sub.cursor() < c.store().last_event_id().await.unwrap() {
+            last = sub.next().await.unwrap().json;
+        }
+        assert!(
+            last.contains("\"typing_stopped\"") && last.contains("\"timeout\""),
+            "{last}"
+        );
+    }
+
+    #[tokio::test]
+    async fn typing_after_completed_does_not_stick() {
+        let (c, clock, _dir) = start(30_000).await;
+        let s = c.create_session(false, None).await.unwrap().session_id;
+        post(
+            &c,
+            json!({"session_id": s, "status": "typing", "user_message_id": "u1"}),
+        )
+        .await;
+        post(
+            &c,
+            json!({"session_id": s, "status": "completed", "user_message_id": "u1"}),
+        )
+        .await;
+        assert!(c.typing(&s).await.unwrap().is_empty());
+        post(
+            &c,
+            json!({"session_id": s, "status": "typing", "user_message_id": "u1"}),
+        )
+        .await;
+        assert_eq!(c.typing(&s).await.unwrap().len(), 1);
+        clock.advance_ms(30_000);
+        c.tick().await.unwrap();
+        assert!(c.typing(&s).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_draft_settles_as_is_on_timeout() {
+        let (c, clock, _dir) = start(5_000).await;
+        let s = c.create_session(false, None).await.unwrap().session_id;
+        for chunk in [
+            json!({"type": "text-start", "id": "p1"}),
+            json!({"type": "text-delta", "id": "p1", "delta": "Half an ans"}),
+        ] {
+            post(
+                &c,
+                json!({"session_id": s, "status": "stream", "chunk": chunk}),
+            )
+            .await;
+        }
+        let m = c.messages(&s).await.unwrap();
+        assert_eq!(
+            (m.len(), m[0].draft, m[0].text.as_str()),
+            (1, true, "Half an ans")
+        );
+        clock.advance_ms(4_999);
+        c.tick().await.unwrap();
+        assert!(c.messages(&s).await.unwrap()[0].draft);
+        clock.advance_ms(1);
+        c.tick().await.unwrap();
+        let m = c.messages(&s).await.unwrap();
+        assert_eq!(
+            (m.len(), m[0].draft, m[0].text.as_str()),
+            (1, false, "Half an ans")
+        );
+    }
+
+    #[tokio::test]
+    async fn insights_session_ends_after_its_grace_period() {
+        let (c, clock, _dir) = start(30_000).await;
+        let call = c.create_session(true, None).await.unwrap();
+        let ins = call.insights_session_id.clone().unwrap();
+        c.end_call(&call.session_id).await.unwrap();
+        clock.advance_ms(60_000);
+        let reply = json!({"session_id": ins, "status": "message", "message_id": "a", "reply_text": "late but in time"});
+        assert_eq!(post(&c, reply).await, Outcome::Applied);
+        clock.advance_ms(1);
+        let reply = json!({"session_id": ins, "status": "message", "message_id": "b", "reply_text": "too late"});
+        assert_eq!(post(&c, reply).await, Outcome::SessionEnded);
+        // The chat of an ended call stays open for the review.
+        let chat = json!({"session_id": call.session_id, "status": "message", "message_id": "c", "reply_text": "review"});
+        assert_eq!(post(&c, chat).await, Outcome::Applied);
+        assert_eq!(c.insights(&call.session_id).await.unwrap().len(), 1);
+    }
+}
