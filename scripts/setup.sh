@@ -2,8 +2,8 @@
 # tests need on Debian 12. Sourced, not executed.
 
 # Debian packages by purpose.
-APT_BUILD=(pkg-config build-essential)
-APT_TEST=(chromium)
+APT_BUILD=(pkg-config build-essential libwebkit2gtk-4.1-dev)
+APT_TEST=(chromium xvfb xauth webkit2gtk-driver imagemagick)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -33,6 +33,13 @@ ensure_tools() {
   for t in cargo node npm; do
     command -v "$t" >/dev/null || { echo "$t is required (Rust via rustup, Node.js >= 20 with npm)" >&2; return 1; }
   done
+}
+
+# ensure_tauri_driver: the WebDriver bridge for the real-window test (tauri-driver 2.x).
+ensure_tauri_driver() {
+  command -v tauri-driver >/dev/null && return 0
+  say "installing tauri-driver 2.x (cargo install)"
+  cargo install tauri-driver --version '^2' --locked --quiet
 }
 
 # ensure_ui: installs the UI's npm packages (from the lock file) and builds ui/dist.

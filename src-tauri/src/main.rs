@@ -1,5 +1,10 @@
-//! The `stagewhisper` binary. `--headless` runs the core with the web UI on loopback and prints
-//! one JSON `ready` line on stdout; logs go to stderr.
+//! The `stagewhisper` binary. With a display it opens the desktop window (a thin Tauri shell over
+//! the core, see [`shell`]); with `--headless`, or when no display is available, it runs the core
+//! with the web UI on loopback. Either way it prints one JSON `ready` line on stdout; logs go to
+//! stderr.
+
+mod commands;
+mod shell;
 
 use anyhow::Context;
 use clap::Parser;
@@ -52,17 +57,40 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "info,sqlx=warn".into()),
         )
         .init();
-    if !cli.headless {
-        eprintln!("stagewhisper: this build has no window yet; running headless (the UI is served on loopback)");
+    let window = !cli.headless && display_available();
+    if !cli.headless && !window {
+        eprintln!("stagewhisper: no display (DISPLAY and WAYLAND_DISPLAY are unset); running headless, the UI is served on loopback");
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    rt.block_on(run_headless(cli))
+    // Signal handlers go in before the ready line, so a SIGTERM right after it is graceful too.
+    let signals = {
+        let _in_runtime = rt.enter();
+        Signals::install()?
+    };
+    let config = core_config(cli);
+    if window {
+        shell::run(rt, config, signals)
+    } else {
+        rt.block_on(run_headless(config, signals))
+    }
 }
 
-async fn run_headless(cli: Cli) -> anyhow::Result<()> {
+/// Whether a window can be opened: on Linux and the BSDs that needs an X11 or Wayland display.
+fn display_available() -> bool {
+    if cfg!(all(unix, not(target_os = "macos"))) {
+        ["DISPLAY", "WAYLAND_DISPLAY"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
+    } else {
+        true
+    }
+}
+
+/// The core's configuration; the same in both modes.
+fn core_config(cli: Cli) -> Config {
     let mut config = Config::new(cli.data_dir.unwrap_or_else(default_data_dir));
     config.callback_listen = cli.callback_listen;
     config.ui_listen = cli.ui_listen;
@@ -72,32 +100,63 @@ async fn run_headless(cli: Cli) -> anyhow::Result<()> {
     };
     config.assets = find_ui_dir(cli.ui_dir.as_deref())
         .map(|d| Arc::new(DirAssets::new(d)) as Arc<dyn stagewhisper_core::api::Assets>);
+    config
+}
+
+/// Starts the core and prints the one JSON `ready` line on stdout (both modes).
+async fn start_core(config: Config) -> anyhow::Result<App> {
     let app = App::start(config)
         .await
         .context("cannot start StageWhisper")?;
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{}", app.ready_line())?;
-        out.flush()?;
-    }
-    wait_for_signal().await;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", app.ready_line())?;
+    out.flush()?;
+    Ok(app)
+}
+
+async fn run_headless(config: Config, signals: Signals) -> anyhow::Result<()> {
+    let app = start_core(config).await?;
+    signals.recv().await;
     tracing::info!("shutting down");
     app.shutdown().await;
     Ok(())
 }
 
-async fn wait_for_signal() {
+/// SIGINT / SIGTERM (Ctrl-C elsewhere), registered up front.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {},
-            _ = term.recv() => {},
+    int: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Must run inside the Tokio runtime.
+    fn install() -> anyhow::Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Signals {
+                int: signal(SignalKind::interrupt()).context("SIGINT handler")?,
+                term: signal(SignalKind::terminate()).context("SIGTERM handler")?,
+            })
         }
+        #[cfg(not(unix))]
+        Ok(Signals {})
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    async fn recv(self) {
+        #[cfg(unix)]
+        {
+            let Signals { mut int, mut term } = self;
+            tokio::select! {
+                _ = int.recv() => {},
+                _ = term.recv() => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
