@@ -28,7 +28,7 @@ struct Cli {
     #[arg(long)]
     headless: bool,
     /// Where the database and tokens live.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     data_dir: Option<PathBuf>,
     /// Address of the callback listener (loopback only; port 0 = any free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
@@ -45,10 +45,71 @@ struct Cli {
     /// The built web UI to serve (default: ui/dist found beside the executable).
     #[arg(long, value_name = "DIR")]
     ui_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Transcript tools.
+    #[command(subcommand)]
+    Transcript(TranscriptCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum TranscriptCommand {
+    /// Feed a WebVTT, SRT or JSONL transcript into a running app's call, at real or faster pace.
+    Replay {
+        /// The transcript (.vtt, .srt, .jsonl).
+        file: PathBuf,
+        /// The call's session id.
+        #[arg(long)]
+        session: String,
+        /// 1 = real time, 4 = four times faster, 0 = as fast as possible.
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        /// The running app's UI URL (default: the data dir's `ui_url`).
+        #[arg(long)]
+        ui_url: Option<String>,
+        /// The running app's UI token (default: the data dir's `ui_token`).
+        #[arg(long)]
+        ui_token: Option<String>,
+    },
+}
+
+/// `stagewhisper transcript replay …`: a client of a running app, no core of its own.
+fn run_replay(cmd: TranscriptCommand, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
+    use stagewhisper_core::transcript::replay::{print_progress, replay, ReplayOptions};
+    let TranscriptCommand::Replay {
+        file,
+        session,
+        speed,
+        ui_url,
+        ui_token,
+    } = cmd;
+    let opts = ReplayOptions {
+        file,
+        session_id: session,
+        speed,
+        ui_url,
+        ui_token,
+        data_dir,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    if let Err(e) = rt.block_on(replay(opts, print_progress)) {
+        eprintln!("stagewhisper transcript replay: {e}");
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if let Some(Command::Transcript(cmd)) = cli.command.take() {
+        return run_replay(cmd, cli.data_dir);
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

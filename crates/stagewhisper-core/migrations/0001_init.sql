@@ -36,6 +36,8 @@ CREATE TABLE messages (
 -- last line of defence. content_key needs no index: it is only read per session.
 CREATE UNIQUE INDEX messages_by_message_id ON messages (session_id, message_id);
 CREATE INDEX messages_in_order ON messages (session_id, sort_key, id);
+-- The assistant link's queue: outgoing entries not yet delivered.
+CREATE INDEX messages_pending ON messages (id) WHERE delivery = 'pending';
 
 -- The append-only change log; its id is the cursor of /api/events.
 CREATE TABLE events (

@@ -5,7 +5,9 @@
 //! concerns (Host check, UI token, SSE, static files).
 
 use crate::conversation::{Conversation, CoreError};
+use crate::faults::Faults;
 use crate::http::{self, AllowedHosts, Resp, Shutdown};
+use crate::links::AssistantLink;
 use crate::tokens::{bearer, Secret};
 use bytes::Bytes;
 use http_body_util::{BodyExt, StreamBody};
@@ -72,9 +74,13 @@ pub struct ControlApi {
     pub data_dir: PathBuf,
     pub assets: Option<Arc<dyn Assets>>,
     pub shutdown: Shutdown,
+    /// The assistant link (its routes live in [`crate::links::api`]).
+    pub link: AssistantLink,
+    /// Test-only fault injection (`/api/test/faults`, 404 unless enabled).
+    pub faults: Arc<Faults>,
 }
 
-fn error_json(
+pub(crate) fn error_json(
     status: StatusCode,
     code: &str,
     message: impl std::fmt::Display,
@@ -85,7 +91,7 @@ fn error_json(
     )
 }
 
-fn core_error(e: CoreError) -> (StatusCode, Value) {
+pub(crate) fn core_error(e: CoreError) -> (StatusCode, Value) {
     let status = match e {
         CoreError::SessionNotFound | CoreError::MessageNotFound => StatusCode::NOT_FOUND,
         CoreError::NotACall | CoreError::CallEnded => StatusCode::CONFLICT,
@@ -95,12 +101,15 @@ fn core_error(e: CoreError) -> (StatusCode, Value) {
     error_json(status, e.code(), e)
 }
 
-fn ok<T: serde::Serialize>(status: StatusCode, v: T) -> (StatusCode, Value) {
+pub(crate) fn ok<T: serde::Serialize>(status: StatusCode, v: T) -> (StatusCode, Value) {
     (status, serde_json::to_value(v).unwrap_or(Value::Null))
 }
 
 /// An optional string field of a JSON body.
-fn opt_string(body: &Value, key: &'static str) -> Result<Option<String>, (StatusCode, Value)> {
+pub(crate) fn opt_string(
+    body: &Value,
+    key: &'static str,
+) -> Result<Option<String>, (StatusCode, Value)> {
     match body.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -112,7 +121,7 @@ fn opt_string(body: &Value, key: &'static str) -> Result<Option<String>, (Status
     }
 }
 
-fn parse_body(body: &[u8]) -> Result<Value, (StatusCode, Value)> {
+pub(crate) fn parse_body(body: &[u8]) -> Result<Value, (StatusCode, Value)> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
@@ -216,6 +225,7 @@ impl ControlApi {
                         ));
                     }
                     let m = c.user_message(id, &text).await.map_err(core_error)?;
+                    self.link.wake();
                     Ok(ok(StatusCode::CREATED, m))
                 }
                 _ => Err(not_allowed()),
@@ -269,11 +279,14 @@ impl ControlApi {
                 tracing::info!("callback token rotated");
                 Ok(ok(StatusCode::OK, json!({"callback_token": t})))
             }
-            _ => Err(error_json(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                "no such route",
-            )),
+            _ => match crate::links::api::dispatch(self, method, &segs, body).await {
+                Some(r) => r,
+                None => Err(error_json(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    "no such route",
+                )),
+            },
         }
     }
 

@@ -4,7 +4,9 @@
 use crate::api::{Assets, ControlApi};
 use crate::clock::{SharedClock, SystemClock};
 use crate::conversation::{Conversation, Settings};
+use crate::faults::Faults;
 use crate::http::{serve, AllowedHosts, Shutdown};
+use crate::links::{AssistantLink, CallbackTarget, LinkSettings};
 use crate::listener::{AuthGuard, CallbackListener};
 use crate::store::{Store, StoreError};
 use crate::tokens::{Secret, TokenError, CALLBACK_TOKEN_FILE, UI_TOKEN_FILE};
@@ -16,6 +18,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 pub const DB_FILE: &str = "stagewhisper.db";
+/// The UI listener's URL, written at start-up so local tools (`stagewhisper transcript replay`)
+/// find the running app (with `ui_token`).
+pub const UI_URL_FILE: &str = "ui_url";
 
 pub struct Config {
     pub data_dir: PathBuf,
@@ -24,6 +29,11 @@ pub struct Config {
     pub settings: Settings,
     pub assets: Option<Arc<dyn Assets>>,
     pub clock: SharedClock,
+    /// Timing of the assistant link.
+    pub link: LinkSettings,
+    /// Test-only fault injection; off unless enabled through the environment in a debug build
+    /// (see [`crate::faults`]).
+    pub faults: Arc<Faults>,
 }
 
 impl Config {
@@ -35,6 +45,8 @@ impl Config {
             settings: Settings::default(),
             assets: None,
             clock: Arc::new(SystemClock),
+            link: LinkSettings::default(),
+            faults: Arc::new(Faults::from_env()),
         }
     }
 }
@@ -71,6 +83,10 @@ pub struct App {
     pub conversation: Conversation,
     pub api: Arc<ControlApi>,
     pub callback_hosts: Arc<AllowedHosts>,
+    /// Where the assistant posts replies (a tunnel may change the URL: `set_url`).
+    pub callback_target: Arc<CallbackTarget>,
+    /// The assistant link (`POST /v1/incoming`).
+    pub link: AssistantLink,
     shutdown: Shutdown,
     servers: Vec<JoinHandle<()>>,
 }
@@ -150,6 +166,21 @@ impl App {
         let ui_url = format!("{}/", origin(ui_addr));
         let callback_hosts = Arc::new(AllowedHosts::for_addr(cb_addr));
         let shutdown = Shutdown::new();
+        if let Err(e) = crate::tokens::write_secret(&data_dir.join(UI_URL_FILE), &ui_url) {
+            tracing::warn!(error = %e, "cannot write the ui_url file (transcript replay needs --ui-url)");
+        }
+        let callback_target = Arc::new(CallbackTarget::new(
+            callback_url.clone(),
+            callback_token.clone(),
+        ));
+        let link = AssistantLink::start(
+            conversation.clone(),
+            data_dir.clone(),
+            callback_target.clone(),
+            config.link,
+            shutdown.clone(),
+        )
+        .await;
 
         let listener = Arc::new(CallbackListener {
             conversation: conversation.clone(),
@@ -157,6 +188,7 @@ impl App {
             hosts: callback_hosts.clone(),
             guard: AuthGuard::default(),
             clock: config.clock.clone(),
+            faults: config.faults.clone(),
         });
         let api = Arc::new(ControlApi {
             conversation: conversation.clone(),
@@ -167,6 +199,8 @@ impl App {
             data_dir: data_dir.clone(),
             assets: config.assets.clone(),
             shutdown: shutdown.clone(),
+            link: link.clone(),
+            faults: config.faults.clone(),
         });
         let drain = Duration::from_secs(15);
         let servers = vec![
@@ -196,6 +230,8 @@ impl App {
             conversation,
             api,
             callback_hosts,
+            callback_target,
+            link,
             shutdown,
             servers,
         })

@@ -5,18 +5,23 @@
 //! - [`conversation`]: the rules and the one writer of conversation state (timers via [`clock`]);
 //! - [`store`]: SQLite (sqlx) with group commit; [`events`]: the change log with cursors;
 //! - [`api`]: the control API + web UI for the browser and the desktop shell;
-//! - [`tokens`]: secrets; [`app`]: wiring it all together.
+//! - [`links`]: the assistant link (`POST /v1/incoming` outbox, status, `/v1/events` fallback);
+//! - [`transcript`]: transcript files (WebVTT, SRT, JSONL) and the replay client;
+//! - [`tokens`]: secrets; [`faults`]: test-only fault injection; [`app`]: wiring it all together.
 
 pub mod api;
 pub mod app;
 pub mod clock;
 pub mod conversation;
 pub mod events;
+pub mod faults;
 pub mod http;
+pub mod links;
 pub mod listener;
 pub mod model;
 pub mod protocol;
 pub mod store;
 pub mod tokens;
+pub mod transcript;
 
 pub use app::{App, Config};

@@ -3,6 +3,7 @@
 
 use crate::clock::SharedClock;
 use crate::conversation::{Conversation, CoreError, Outcome};
+use crate::faults::{Faults, When};
 use crate::http::{self, AllowedHosts, Resp};
 use crate::protocol::{self, MAX_BODY_BYTES};
 use crate::tokens::{bearer, Secret};
@@ -64,6 +65,8 @@ pub struct CallbackListener {
     pub hosts: Arc<AllowedHosts>,
     pub guard: AuthGuard,
     pub clock: SharedClock,
+    /// Test-only fault injection (off unless explicitly enabled, see [`crate::faults`]).
+    pub faults: Arc<Faults>,
 }
 
 impl CallbackListener {
@@ -153,7 +156,25 @@ impl CallbackListener {
             }
         };
         tracing::debug!(session_id = %cb.session_id, status = cb.status.as_str(), message_id = ?cb.message_id, "callback");
-        match self.conversation.submit(cb).await {
+        if self.faults.take(When::BeforeCommit, &cb) {
+            return injected_503();
+        }
+        let probe = self.faults.enabled().then(|| cb.clone());
+        let result = self.conversation.submit(cb).await;
+        if let (Some(cb), Ok(outcome)) = (&probe, &result) {
+            if self.faults.take(When::AfterCommit, cb) {
+                return injected_503();
+            }
+            self.faults.observe(
+                cb,
+                match outcome {
+                    Outcome::Applied => "applied",
+                    Outcome::Duplicate => "duplicate",
+                    Outcome::SessionEnded => "session_ended",
+                },
+            );
+        }
+        match result {
             Ok(Outcome::Applied) => http::json_response(StatusCode::OK, &json!({"ok": true})),
             Ok(Outcome::Duplicate) => {
                 http::json_response(StatusCode::OK, &json!({"ok": true, "duplicate": true}))
@@ -173,6 +194,15 @@ impl CallbackListener {
             Err(e) => http::error(StatusCode::BAD_REQUEST, e.code(), e),
         }
     }
+}
+
+/// The answer of an injected fault: what a failed commit answers.
+fn injected_503() -> Resp {
+    http::error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "storage_unavailable",
+        "the message could not be stored; retry (test-only injected fault)",
+    )
 }
 
 #[cfg(test)]

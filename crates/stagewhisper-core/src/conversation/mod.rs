@@ -137,6 +137,11 @@ enum Cmd {
         update: DeliveryUpdate,
         reply: Reply<()>,
     },
+    /// An app-wide event (not about one session), e.g. the assistant link's status.
+    AppEvent {
+        data: Value,
+        reply: Reply<()>,
+    },
     Tick,
 }
 
@@ -316,6 +321,13 @@ impl Conversation {
     /// Records the delivery state of an outgoing entry (by row id).
     pub async fn set_delivery(&self, id: i64, update: DeliveryUpdate) -> Result<(), CoreError> {
         self.call(|reply| Cmd::Delivery { id, update, reply }).await
+    }
+
+    /// Logs an app-wide event: `data` is a JSON object with a `type` (the log adds `id` and a
+    /// null `session_id`). Used for state that lives outside the conversation, such as the
+    /// assistant link's status, so every view learns it from the one event stream.
+    pub async fn app_event(&self, data: Value) -> Result<(), CoreError> {
+        self.call(|reply| Cmd::AppEvent { data, reply }).await
     }
 
     /// Outgoing entries still to deliver, oldest first.
@@ -909,6 +921,13 @@ impl Core {
             Cmd::Delivery { id, update, reply } => {
                 let r = self.set_delivery(conn, id, update, events).await?;
                 finish(reply, r)
+            }
+            Cmd::AppEvent { mut data, reply } => {
+                if let Some(o) = data.as_object_mut() {
+                    o.insert("session_id".into(), Value::Null);
+                }
+                self.emit(events, "", data);
+                finish(reply, Ok(()))
             }
             Cmd::Tick => {
                 self.expire(events);
