@@ -11,6 +11,7 @@ use clap::Parser;
 use stagewhisper_core::api::{find_ui_dir, DirAssets};
 use stagewhisper_core::app::default_data_dir;
 use stagewhisper_core::conversation::Settings;
+use stagewhisper_core::store::Durability;
 use stagewhisper_core::{App, Config};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -45,6 +46,10 @@ struct Cli {
     /// The built web UI to serve (default: ui/dist found beside the executable).
     #[arg(long, value_name = "DIR")]
     ui_dir: Option<PathBuf>,
+    /// `crash`: an acknowledged callback survives any crash of the app (WAL fsynced every
+    /// second); `power-loss`: every commit is fsynced before it is acknowledged.
+    #[arg(long, value_name = "LEVEL", default_value = "crash", value_parser = ["crash", "power-loss"])]
+    durability: String,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -159,6 +164,7 @@ fn core_config(cli: Cli) -> Config {
         typing_timeout_ms: (cli.typing_timeout_secs.max(1) * 1000) as i64,
         insights_grace_ms: (cli.insights_grace_secs * 1000) as i64,
     };
+    config.durability = Durability::parse(&cli.durability).unwrap_or_default();
     config.assets = find_ui_dir(cli.ui_dir.as_deref())
         .map(|d| Arc::new(DirAssets::new(d)) as Arc<dyn stagewhisper_core::api::Assets>);
     config

@@ -12,6 +12,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use stagewhisper_core::http::{self, serve, Shutdown};
+use stagewhisper_core::store::Durability;
 use stagewhisper_core::{App, Config};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -207,6 +208,24 @@ async fn start_bare() -> Target {
     }
 }
 
+async fn start_durable(durability: Durability) -> (App, Arc<Target>, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = Config::new(dir.path().to_path_buf());
+    cfg.durability = durability;
+    let app = App::start(cfg).await.expect("app");
+    let session = app.conversation.create_session(true, None).await.unwrap();
+    let target = Arc::new(Target {
+        addr: app
+            .callback_url
+            .trim_start_matches("http://")
+            .parse()
+            .unwrap(),
+        token: app.callback_token.get(),
+        session_id: session.session_id.clone(),
+    });
+    (app, target, session.session_id, dir)
+}
+
 fn main() {
     let a = args();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -214,23 +233,12 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async move {
-        let dir = tempfile::tempdir().unwrap();
-        let app = App::start(Config::new(dir.path().to_path_buf()))
-            .await
-            .expect("app");
-        let session = app.conversation.create_session(true, None).await.unwrap();
-        let durable = Arc::new(Target {
-            addr: app
-                .callback_url
-                .trim_start_matches("http://")
-                .parse()
-                .unwrap(),
-            token: app.callback_token.get(),
-            session_id: session.session_id.clone(),
-        });
+        let (app, durable, session, _dir) = start_durable(Durability::Crash).await;
+        // The same app with every commit fsynced (--durability power-loss), for comparison.
+        let (app_full, durable_full, _, _dir_full) = start_durable(Durability::PowerLoss).await;
         let bare = Arc::new(start_bare().await);
         println!(
-            "ingest benchmark: {} s per run, {} cores, synchronous=FULL WAL, group commit",
+            "ingest benchmark: {} s per run, {} cores; durable = WAL synchronous=NORMAL (default, crash-safe), durable-fsync = synchronous=FULL; group commit",
             a.secs,
             std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -246,10 +254,12 @@ fn main() {
             let _ = flood(bare.clone(), c, 0.5).await;
             let w = flood(durable.clone(), c, 0.5).await;
             stored_expected += w.requests - w.errors;
+            let _ = flood(durable_full.clone(), c, 0.5).await;
             let b = flood(bare.clone(), c, a.secs).await;
             let d = flood(durable.clone(), c, a.secs).await;
             stored_expected += d.requests - d.errors;
-            for (name, r) in [("bare", &b), ("durable", &d)] {
+            let f = flood(durable_full.clone(), c, a.secs).await;
+            for (name, r) in [("bare", &b), ("durable", &d), ("dur-fsync", &f)] {
                 println!(
                     "{:<10} {:>6} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8}",
                     name,
@@ -263,15 +273,16 @@ fn main() {
                 );
             }
             println!(
-                "{:<10} {:>6} {:>10.2}x of bare",
+                "{:<10} {:>6} {:>10.2}x of bare (durable), {:.2}x (dur-fsync)",
                 "ratio",
                 c,
-                d.rps() / b.rps()
+                d.rps() / b.rps(),
+                f.rps() / b.rps()
             );
         }
         // The conversation alone (no HTTP): what the rules + group commit sustain.
         for &c in &a.conns {
-            let r = flood_core(&app, &session.session_id, c, a.secs).await;
+            let r = flood_core(&app, &session, c, a.secs).await;
             stored_expected += r.requests - r.errors;
             println!(
                 "{:<10} {:>6} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8}",
@@ -287,7 +298,7 @@ fn main() {
         }
         let stored = app
             .conversation
-            .messages(&session.session_id)
+            .messages(&session)
             .await
             .unwrap()
             .len() as u64;
@@ -297,5 +308,6 @@ fn main() {
             "every acknowledged message is stored"
         );
         app.shutdown().await;
+        app_full.shutdown().await;
     });
 }

@@ -8,7 +8,7 @@ use crate::faults::Faults;
 use crate::http::{serve, AllowedHosts, Shutdown};
 use crate::links::{AssistantLink, CallbackTarget, LinkSettings};
 use crate::listener::{AuthGuard, CallbackListener};
-use crate::store::{Store, StoreError};
+use crate::store::{Durability, Store, StoreError};
 use crate::tokens::{Secret, TokenError, CALLBACK_TOKEN_FILE, UI_TOKEN_FILE};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -27,6 +27,8 @@ pub struct Config {
     pub callback_listen: SocketAddr,
     pub ui_listen: SocketAddr,
     pub settings: Settings,
+    /// How far an acknowledged callback is guaranteed (see [`Durability`]).
+    pub durability: Durability,
     pub assets: Option<Arc<dyn Assets>>,
     pub clock: SharedClock,
     /// Timing of the assistant link.
@@ -43,6 +45,7 @@ impl Config {
             callback_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             ui_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             settings: Settings::default(),
+            durability: Durability::default(),
             assets: None,
             clock: Arc::new(SystemClock),
             link: LinkSettings::default(),
@@ -144,7 +147,7 @@ impl App {
             .unwrap_or_else(|_| config.data_dir.clone());
         let callback_token = Arc::new(Secret::load(data_dir.join(CALLBACK_TOKEN_FILE))?);
         let ui_token = Arc::new(Secret::load(data_dir.join(UI_TOKEN_FILE))?);
-        let (store, writer) = Store::open(&data_dir.join(DB_FILE)).await?;
+        let (store, writer) = Store::open(&data_dir.join(DB_FILE), config.durability).await?;
         let conversation =
             Conversation::start(store, writer, config.clock.clone(), config.settings).await?;
 

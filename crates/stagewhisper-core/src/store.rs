@@ -1,10 +1,13 @@
 //! SQLite storage (sqlx): migrations, the one writer connection, read queries for views, and
 //! WAL checkpoints kept off the request path. Knows SQL, not rules.
 //!
-//! Durability: WAL with `synchronous = FULL`, so a commit is on disk (fsync of the WAL) before
-//! the listener answers 2xx — an accepted callback survives `kill -9` and power loss. The writer
-//! has `wal_autocheckpoint = 0`; a background task checkpoints (PASSIVE) on its own connection
-//! so checkpoint fsyncs never sit inside a request.
+//! Durability ([`Durability`]): WAL, and every answer waits for its commit. With
+//! `synchronous = NORMAL` (the default, [`Durability::Crash`]) a commit is in the operating
+//! system before the 2xx, so an accepted callback survives `kill -9` and any crash of the app;
+//! a background task fsyncs the WAL every second, so a power loss can take at most the last
+//! second. [`Durability::PowerLoss`] (`synchronous = FULL`) fsyncs inside every commit instead.
+//! The writer has `wal_autocheckpoint = 0`; checkpoints (PASSIVE) run on their own connection
+//! when the writer is idle, so their fsyncs never sit inside a request.
 
 use crate::model::{MessageKind, MessageRow};
 use sqlx::sqlite::{
@@ -25,6 +28,37 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
 
+/// How far an acknowledged write is guaranteed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous = NORMAL` + a WAL fsync every second: survives any crash of the app
+    /// (`kill -9` included); a power loss may lose the last second.
+    #[default]
+    Crash,
+    /// `synchronous = FULL`: every commit is fsynced before it is acknowledged.
+    PowerLoss,
+}
+
+impl Durability {
+    pub fn parse(s: &str) -> Option<Durability> {
+        match s {
+            "crash" | "normal" => Some(Durability::Crash),
+            "power-loss" | "full" => Some(Durability::PowerLoss),
+            _ => None,
+        }
+    }
+
+    fn synchronous(self) -> SqliteSynchronous {
+        match self {
+            Durability::Crash => SqliteSynchronous::Normal,
+            Durability::PowerLoss => SqliteSynchronous::Full,
+        }
+    }
+}
+
+/// How often the WAL is fsynced in [`Durability::Crash`] mode (when anything was committed).
+const WAL_SYNC_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Read side of the store (a pool of read-only connections) plus the checkpoint trigger.
 #[derive(Clone)]
 pub struct Store {
@@ -40,6 +74,8 @@ pub struct Store {
 struct Checkpoints {
     notify: Notify,
     commits: AtomicU64,
+    /// Commits ever, for the WAL sync (never reset).
+    total: AtomicU64,
 }
 
 const IDLE_BEFORE_CHECKPOINT: Duration = Duration::from_millis(250);
@@ -62,8 +98,12 @@ fn base_options(path: &Path) -> SqliteConnectOptions {
 impl Store {
     /// Opens (creating and migrating) the database; returns the read side and the one writer
     /// connection, which the conversation actor owns.
-    pub async fn open(path: &Path) -> Result<(Store, SqliteConnection), StoreError> {
+    pub async fn open(
+        path: &Path,
+        durability: Durability,
+    ) -> Result<(Store, SqliteConnection), StoreError> {
         let mut writer = base_options(path)
+            .synchronous(durability.synchronous())
             .create_if_missing(true)
             .pragma("wal_autocheckpoint", "0")
             .pragma("temp_store", "memory")
@@ -82,6 +122,9 @@ impl Store {
             checkpoint: std::sync::Arc::new(Checkpoints::default()),
         };
         store.spawn_checkpointer().await?;
+        if durability == Durability::Crash {
+            store.spawn_wal_sync();
+        }
         Ok((store, writer))
     }
 
@@ -100,6 +143,7 @@ impl Store {
 
     /// A commit that wrote something happened.
     pub fn committed(&self) {
+        self.checkpoint.total.fetch_add(1, Ordering::Relaxed);
         let n = self.checkpoint.commits.fetch_add(1, Ordering::Relaxed) + 1;
         if n >= MAX_COMMITS_BEFORE_CHECKPOINT {
             self.checkpoint.notify.notify_one();
@@ -111,6 +155,38 @@ impl Store {
         if self.checkpoint.commits.load(Ordering::Relaxed) > 0 {
             self.checkpoint.notify.notify_one();
         }
+    }
+
+    /// Crash mode: fsync the WAL file every second when something was committed, off the
+    /// request path (a second handle on the same file; fsync flushes the file, not the handle).
+    fn spawn_wal_sync(&self) {
+        let wal = {
+            let mut p = self.path.clone().into_os_string();
+            p.push("-wal");
+            PathBuf::from(p)
+        };
+        let cp = self.checkpoint.clone();
+        tokio::spawn(async move {
+            let mut synced = 0;
+            loop {
+                tokio::time::sleep(WAL_SYNC_INTERVAL).await;
+                let total = cp.total.load(Ordering::Relaxed);
+                if total == synced {
+                    continue;
+                }
+                let path = wal.clone();
+                let r = tokio::task::spawn_blocking(move || {
+                    std::fs::File::open(&path).and_then(|f| f.sync_data())
+                })
+                .await;
+                match r {
+                    Ok(Ok(())) => synced = total,
+                    Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => synced = total,
+                    Ok(Err(e)) => tracing::warn!(error = %e, "WAL fsync failed"),
+                    Err(e) => tracing::warn!(error = %e, "WAL fsync task failed"),
+                }
+            }
+        });
     }
 
     async fn spawn_checkpointer(&self) -> Result<(), StoreError> {

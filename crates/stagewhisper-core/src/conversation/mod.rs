@@ -1780,7 +1780,9 @@ mod tests {
 
     async fn start(timeout_ms: i64) -> (Conversation, Arc<ManualClock>, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let (store, conn) = Store::open(&dir.path().join("t.db")).await.unwrap();
+        let (store, conn) = Store::open(&dir.path().join("t.db"), Default::default())
+            .await
+            .unwrap();
         let clock = ManualClock::new(DateTime::from_timestamp(1_800_000_000, 0).unwrap());
         let c = Conversation::start(
             store,
