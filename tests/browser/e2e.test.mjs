@@ -321,10 +321,17 @@ describe('web UI against the headless app', { skip: reason ?? false }, () => {
     await page.emulateMedia({ colorScheme: 'light' });
   });
 
-  it('keyboard: Ctrl+1 / Ctrl+2 switch tabs, arrows move along the tab list', async () => {
+  it('keyboard: Ctrl+1 … Ctrl+5 switch tabs, arrows move along the tab list', async () => {
     await page.keyboard.press('Control+2');
     assert.equal(await page.locator('#tab-insights').getAttribute('aria-selected'), 'true');
     assert.ok(await page.locator('#panel-insights').isVisible());
+    await page.keyboard.press('Control+3');
+    assert.equal(await page.locator('#tab-transcript').getAttribute('aria-selected'), 'true');
+    assert.ok(await page.locator('#panel-transcript').isVisible());
+    await page.keyboard.press('Control+4');
+    assert.equal(await page.locator('#tab-history').getAttribute('aria-selected'), 'true');
+    await page.keyboard.press('Control+5');
+    assert.equal(await page.locator('#tab-settings').getAttribute('aria-selected'), 'true');
     await page.keyboard.press('Control+1');
     assert.equal(await page.locator('#tab-chat').getAttribute('aria-selected'), 'true');
     assert.ok(await page.locator('#panel-chat').isVisible());
@@ -436,7 +443,7 @@ describe('web UI against the headless app', { skip: reason ?? false }, () => {
     const sidB = await newCall();
     assert.notEqual(sidA, sidB);
 
-    await page.keyboard.press('Control+3');
+    await page.keyboard.press('Control+4');
     const item = page.locator(`#history [data-session-id="${sidA}"]`);
     await item.waitFor();
     await page.screenshot({ path: shot('past-calls-light') });
@@ -491,7 +498,7 @@ describe('web UI against the headless app', { skip: reason ?? false }, () => {
     const chat = await api(ready, 'POST', '/api/sessions', { title: 'To be deleted' });
     const sid = chat.json.session_id;
     await say(sid, 'soon gone');
-    await page.keyboard.press('Control+3');
+    await page.keyboard.press('Control+4');
     await page.locator(`#history [data-session-id="${sid}"]`).click();
     await page.waitForSelector(`.app[data-session="${sid}"]`);
     await page.waitForFunction(() => document.querySelector('#messages').innerText.includes('soon gone'));
@@ -499,7 +506,7 @@ describe('web UI against the headless app', { skip: reason ?? false }, () => {
     assert.equal(del.status, 200);
     await page.waitForFunction((sid) => document.querySelector('.app').dataset.session !== sid, sid);
     assert.ok(!(await page.locator('#messages').innerText()).includes('soon gone'));
-    await page.keyboard.press('Control+3');
+    await page.keyboard.press('Control+4');
     await page.waitForSelector(`#history [data-session-id="${sid}"]`, { state: 'detached' });
     const late = await say(sid, 'after deletion');
     assert.deepEqual(late, { ok: true, ignored: true, reason: 'session_ended' });
@@ -526,7 +533,7 @@ describe('web UI against the headless app', { skip: reason ?? false }, () => {
 
     await page.reload();
     await page.waitForSelector('.app[data-conn="live"]');
-    await page.keyboard.press('Control+3');
+    await page.keyboard.press('Control+4');
     const open0 = Date.now();
     await page.locator(`#history [data-session-id="${sid}"]`).click();
     await page.waitForFunction(() => document.querySelector('#messages .vrow')?.getAttribute('aria-setsize') === '10000', null, { timeout: 30_000 });
@@ -578,7 +585,7 @@ describe('web UI against the headless app', { skip: reason ?? false }, () => {
   });
 
   it('Settings: callback URL and token with copy buttons; rotating asks first and the old token stops working', async () => {
-    await page.keyboard.press('Control+4');
+    await page.keyboard.press('Control+5');
     await page.waitForFunction((u) => document.querySelector('#setting-callback-url')?.textContent === u, ready.callback_url);
     assert.notEqual(await page.locator('#setting-callback-token').innerText(), ready.callback_token, 'token masked by default');
     assert.equal(await page.locator('#setting-data-dir').innerText(), ready.data_dir);
@@ -594,7 +601,7 @@ describe('web UI against the headless app', { skip: reason ?? false }, () => {
 
     const old = ready.callback_token;
     await page.getByRole('button', { name: 'Rotate…' }).click();
-    const confirm = page.locator('.confirm');
+    const confirm = page.getByRole('group', { name: 'Confirm token rotation' });
     assert.ok(await confirm.isVisible(), 'rotation asks for confirmation');
     await page.screenshot({ path: shot('settings-rotate-confirm-light') });
     await page.getByRole('button', { name: 'Cancel' }).click();

@@ -259,3 +259,74 @@ export async function startProxy(uiUrl) {
     },
   };
 }
+
+/**
+ * A stand-in assistant on loopback for the UI tests (the real peers, Hermes and OpenClaw, are
+ * tested in tests/interop/): `GET /v1/health` 200, `POST /v1/ping` 200 with the right bearer token
+ * (else 401), `POST /v1/incoming` 202 `{status: "accepted"}` by default, `GET /v1/events` 404.
+ *   respond(fn)   fn(body) → { status, body } answers `/v1/incoming` (null: back to 202)
+ *   hold(pred)    holds the answers to `/v1/incoming` bodies matching pred (default: all) until `release()`
+ *   incoming      every `/v1/incoming` body received, in order
+ */
+export async function startFakeAssistant({ token }) {
+  const http = await import('node:http');
+  const incoming = [];
+  let responder = null;
+  let gate = null;
+  const sockets = new Set();
+  const server = http.createServer(async (req, res) => {
+    let data = '';
+    for await (const chunk of req) data += chunk;
+    const url = new URL(req.url, 'http://fake');
+    const send = (status, obj) => {
+      if (res.destroyed) return;
+      res.writeHead(status, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify(obj));
+    };
+    if (req.method === 'GET' && url.pathname === '/v1/health') return send(200, { ok: true, version: 'fake-0.1' });
+    if (req.headers.authorization !== `Bearer ${token}`) return send(401, { error: 'unauthorized', message: 'wrong relay token' });
+    if (req.method === 'POST' && url.pathname === '/v1/ping') return send(200, { ok: true });
+    if (req.method === 'POST' && url.pathname === '/v1/incoming') {
+      let body;
+      try {
+        body = JSON.parse(data);
+      } catch {
+        return send(400, { error: 'invalid_json', message: 'body is not JSON' });
+      }
+      incoming.push(body);
+      if (gate && gate.pred(body)) await gate.promise;
+      const answer = (responder && responder(body)) || { status: 202, body: { ok: true, status: 'accepted' } };
+      return send(answer.status, answer.body);
+    }
+    return send(404, { error: 'not_found', message: `no route ${req.method} ${url.pathname}` });
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address();
+  return {
+    url: `http://127.0.0.1:${port}`,
+    token,
+    incoming,
+    respond(fn) {
+      responder = fn;
+    },
+    hold(pred = () => true) {
+      if (gate) return;
+      let open;
+      gate = { promise: new Promise((r) => (open = r)), open, pred };
+    },
+    release() {
+      const g = gate;
+      gate = null;
+      g?.open();
+    },
+    async close() {
+      this.release();
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}

@@ -1,22 +1,40 @@
 // The application shell: call bar, tabs, and the wiring between the transport, the store and the
 // views. State changes only through the store (events + API snapshots); views render from it.
 
+import { statusClass, statusLabel } from './assistant';
 import { ChatView } from './chat';
 import { elapsedSince, h } from './dom';
 import { HistoryView, sessionTitle } from './history';
 import { InsightsView } from './insights';
 import { SettingsView } from './settings';
 import { Store, type Change } from './store';
+import { TranscriptView } from './transcript';
 import type { ApiResponse, StreamState, Subscription, Transport } from './transport';
-import type { Session } from './types';
+import type { Message, Session, TranscriptTurn } from './types';
 
-export type Tab = 'chat' | 'insights' | 'history' | 'settings';
+export type Tab = 'chat' | 'insights' | 'transcript' | 'history' | 'settings';
 const TABS: { id: Tab; label: string; key: string }[] = [
   { id: 'chat', label: 'Chat', key: '1' },
   { id: 'insights', label: 'Insights', key: '2' },
-  { id: 'history', label: 'Past calls', key: '3' },
-  { id: 'settings', label: 'Settings', key: '4' },
+  { id: 'transcript', label: 'Transcript', key: '3' },
+  { id: 'history', label: 'Past calls', key: '4' },
+  { id: 'settings', label: 'Settings', key: '5' },
 ];
+
+/**
+ * The link's status comes with `assistant_status` events; the rest of `GET /api/assistant` (last
+ * error, delivery mode, event-stream support) is read again after each such event and, while
+ * Settings is open, this often.
+ */
+const ASSISTANT_POLL_MS = 5000;
+/** Reading the whole view again after a status event waits this long (events come in bursts). */
+const ASSISTANT_REFRESH_MS = 300;
+
+/** The object an answer carries under `key`, or the answer itself (`{message}` or a bare message). */
+function unwrap(body: unknown, key: string): unknown {
+  if (body && typeof body === 'object' && key in body) return (body as Record<string, unknown>)[key];
+  return body;
+}
 
 const isMac = typeof navigator !== 'undefined' && /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent);
 
@@ -41,27 +59,43 @@ export class App {
   private insights: InsightsView;
   private history: HistoryView;
   private settings: SettingsView;
+  private transcript: TranscriptView;
   private tabButtons = new Map<Tab, HTMLButtonElement>();
   private badge: HTMLElement;
   private callState: HTMLElement;
   private callActions: HTMLElement;
   private elapsedEl: HTMLElement | null = null;
   private connChip: HTMLElement;
+  private assistantChip: HTMLButtonElement;
   private barError: HTMLElement;
   private authBanner: HTMLElement;
 
   private flushQueued = false;
-  private dirty = { bar: true, history: true, insights: true, badge: true };
+  private dirty = { bar: true, history: true, insights: true, badge: true, transcript: true };
+  /** Calls whose "Summarise" request is in flight. */
+  private summarising = new Set<string>();
+  // Assistant status polling: answers to a poll started before a change (PUT / DELETE / check)
+  // finished are dropped, so a slow poll never shows the state from before the change.
+  private assistantEpoch = 0;
+  private assistantBusy = 0;
+  private assistantTimer: ReturnType<typeof setTimeout> | undefined;
+  private assistantPolledAt = 0;
+  private assistantRefresh: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     mount: HTMLElement,
     private transport: Transport,
     private onUnauthorized: () => HTMLElement | null = () => null,
   ) {
-    this.chat = new ChatView({ send: (t) => this.send(t) });
+    this.chat = new ChatView({ send: (t) => this.send(t), retry: (m) => this.retryMessage(m) });
     this.insights = new InsightsView();
+    this.transcript = new TranscriptView({ retry: (t) => this.retryTurn(t), add: (sp, t) => this.addTurn(sp, t) });
     this.history = new HistoryView({ open: (id) => this.open(id, 'chat'), newChat: () => this.newChat() });
-    this.settings = new SettingsView({ api: (m, p, b) => this.api(m, p, b), errorText });
+    this.settings = new SettingsView({
+      api: (m, p, b) => this.api(m, p, b),
+      errorText,
+      assistantCall: (m, p, b) => this.assistantCall(m, p, b),
+    });
 
     this.badge = h('span', { class: 'badge', hidden: true });
     const tablist = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Views' });
@@ -89,6 +123,11 @@ export class App {
     this.callState = h('div', { class: 'call-state' });
     this.callActions = h('div', { class: 'call-actions' });
     this.connChip = h('span', { class: 'chip chip-conn', role: 'status', 'aria-live': 'polite' });
+    this.assistantChip = h('button', { class: 'chip chip-muted chip-button', type: 'button', id: 'assistant-status' }, 'Assistant: not configured');
+    this.assistantChip.addEventListener('click', () => {
+      this.setTab('settings');
+      this.settings.assistant.focus();
+    });
     this.barError = h('div', { class: 'bar-error', role: 'alert', hidden: true });
     this.authBanner = h('div', { class: 'auth-banner', hidden: true });
 
@@ -101,8 +140,12 @@ export class App {
       h(
         'div',
         { class: 'status-chips' },
-        h('span', { class: 'chip chip-muted', id: 'assistant-status', title: 'No assistant is linked yet: see Settings' }, 'Assistant: not configured'),
-        h('span', { class: 'chip chip-muted', id: 'tunnel-status', title: 'No tunnel is set up: see Settings' }, 'Tunnel: not configured'),
+        this.assistantChip,
+        h(
+          'span',
+          { class: 'chip chip-muted chip-placeholder', id: 'tunnel-status', title: 'Placeholder: tunnels are not built yet (the app is loopback only)' },
+          'Tunnel: not configured',
+        ),
         this.connChip,
       ),
     );
@@ -114,7 +157,7 @@ export class App {
       this.barError,
       this.authBanner,
       tablist,
-      h('main', { class: 'panels' }, this.chat.panel, this.insights.panel, this.history.panel, this.settings.panel),
+      h('main', { class: 'panels' }, this.chat.panel, this.insights.panel, this.transcript.panel, this.history.panel, this.settings.panel),
     );
     mount.replaceChildren(this.root);
 
@@ -125,6 +168,10 @@ export class App {
     this.setTab('chat', false);
     this.bindActive();
     this.setConn('connecting');
+    this.renderAssistantChip();
+    document.addEventListener('visibilitychange', () => {
+      if (document.visibilityState === 'visible') this.scheduleAssistantPoll(0);
+    });
   }
 
   // ---- start-up and (re)loading ---------------------------------------------------------------
@@ -140,6 +187,7 @@ export class App {
       resync: () => void this.reload(),
     });
     await this.sub.ready;
+    this.scheduleAssistantPoll(0);
     await this.reload(true);
   }
 
@@ -152,6 +200,7 @@ export class App {
       return;
     }
     this.store.loadSessions(res.body, c0);
+    if (!first) this.scheduleAssistantPoll(0);
     if (first && !this.activeId) {
       const live = this.store.sessionList().find((s) => s.is_call && !s.ended_at);
       if (live) this.open(live.session_id, null);
@@ -171,17 +220,21 @@ export class App {
     try {
       const c0 = this.store.cursor;
       const enc = encodeURIComponent(sid);
-      const [m, i, t] = await Promise.all([
+      const s = this.store.sessions.get(sid);
+      const noList = Promise.resolve<ApiResponse<unknown[]>>({ status: 0, body: [] });
+      const [m, i, t, x] = await Promise.all([
         this.api<unknown[]>('GET', `/api/sessions/${enc}/messages`),
         this.api<unknown[]>('GET', `/api/sessions/${enc}/insights`),
         this.api<unknown[]>('GET', `/api/sessions/${enc}/typing`),
+        // A chat that is not a call has no transcript (the route answers 409 not_a_call).
+        !s || s.is_call ? this.api<unknown[]>('GET', `/api/calls/${enc}/transcript`) : noList,
       ]);
       if (m.status !== 200) {
         if (m.status !== 401) this.showBarError(`Could not load the conversation: ${errorText(m)}`);
         return;
       }
       const ok = (r: ApiResponse<unknown[]>) => (r.status === 200 && Array.isArray(r.body) ? r.body : undefined);
-      this.store.loadConversation(sid, { messages: ok(m), insights: ok(i) ?? [], typing: ok(t) ?? [] }, c0);
+      this.store.loadConversation(sid, { messages: ok(m), insights: ok(i) ?? [], typing: ok(t) ?? [], transcript: ok(x) }, c0);
     } catch (e) {
       this.showBarError(`Could not load the conversation: ${e instanceof Error ? e.message : String(e)}`);
     } finally {
@@ -211,6 +264,133 @@ export class App {
     const b = res.body as { message?: unknown } | null;
     this.store.mergeMessage(b && typeof b === 'object' && 'message' in b && b.message ? b.message : b, c0);
     this.flush();
+  }
+
+  /** The user's Retry on a failed message: pending again under a new task id. */
+  private async retryMessage(m: Message): Promise<void> {
+    const c0 = this.store.cursor;
+    const res = await this.api<unknown>('POST', `/api/sessions/${encodeURIComponent(m.session_id)}/messages/${encodeURIComponent(String(m.id))}/retry`);
+    if (res.status !== 200) throw new Error(`Not retried: ${errorText(res)}`);
+    this.store.mergeMessage(unwrap(res.body, 'message'), c0, true);
+    this.flush();
+  }
+
+  /** The user's Retry on a failed transcript turn (the same route, with the call's session id). */
+  private async retryTurn(t: TranscriptTurn): Promise<void> {
+    const c0 = this.store.cursor;
+    const res = await this.api<unknown>('POST', `/api/sessions/${encodeURIComponent(t.session_id)}/messages/${encodeURIComponent(String(t.id))}/retry`);
+    if (res.status !== 200) throw new Error(`Not retried: ${errorText(res)}`);
+    this.store.mergeTurn(unwrap(res.body, 'transcript'), c0);
+    this.flush();
+  }
+
+  /** A final transcript turn typed by hand into the open (live) call. */
+  private async addTurn(speaker: string, text: string): Promise<void> {
+    const sid = this.activeId;
+    if (!sid) throw new Error('No call is open.');
+    const c0 = this.store.cursor;
+    const body: Record<string, unknown> = { text, is_final: true };
+    if (speaker) body.speaker = speaker;
+    const res = await this.api<unknown>('POST', `/api/calls/${encodeURIComponent(sid)}/transcript`, body);
+    if (res.status !== 201) throw new Error(`Not added: ${errorText(res)}`);
+    this.store.mergeTurn(unwrap(res.body, 'transcript'), c0);
+    this.flush();
+  }
+
+  /** Asks the assistant (in the call's chat) for a summary of the call's transcript. */
+  private async summarise(sid: string): Promise<void> {
+    if (this.summarising.has(sid)) return;
+    this.hideBarError();
+    this.summarising.add(sid);
+    this.dirty.bar = this.dirty.transcript = true;
+    this.flush();
+    try {
+      const c0 = this.store.cursor;
+      const res = await this.api<unknown>('POST', `/api/calls/${encodeURIComponent(sid)}/summarise`);
+      if (res.status === 201 || res.status === 200) {
+        this.store.mergeMessage(unwrap(res.body, 'message'), c0);
+        if (this.activeId === sid) {
+          this.setTab('chat');
+          this.chat.jumpToEnd();
+        }
+        return;
+      }
+      const code = (res.body as { error?: unknown } | null)?.error;
+      if (code === 'no_transcript') {
+        // The store learns that the transcript is empty: the action turns itself off, with why.
+        const c1 = this.store.cursor;
+        const t = await this.api<unknown[]>('GET', `/api/calls/${encodeURIComponent(sid)}/transcript`);
+        if (t.status === 200 && Array.isArray(t.body)) this.store.loadTranscript(sid, t.body, c1);
+        if ((this.store.conv(sid)?.transcript.length ?? 0) === 0) return;
+      }
+      this.showBarError(`Could not ask for a summary: ${errorText(res)}`);
+    } catch (e) {
+      this.showBarError(`Could not ask for a summary: ${e instanceof Error ? e.message : String(e)}`);
+    } finally {
+      this.summarising.delete(sid);
+      this.dirty.bar = this.dirty.transcript = true;
+      this.flush();
+    }
+  }
+
+  // ---- the assistant link ------------------------------------------------------------------
+
+  /** A change to the link (`PUT` / `DELETE /api/assistant`, `POST …/check`); its answer goes to the store. */
+  async assistantCall(method: string, path: string, body?: unknown): Promise<ApiResponse<unknown>> {
+    this.assistantEpoch++;
+    this.assistantBusy++;
+    try {
+      const c0 = this.store.cursor;
+      const res = await this.api<unknown>(method, path, body);
+      if (res.status === 200) this.store.setAssistant(res.body, c0);
+      return res;
+    } finally {
+      this.assistantBusy--;
+      this.assistantEpoch++;
+      this.scheduleAssistantPoll();
+    }
+  }
+
+  private async pollAssistant(): Promise<void> {
+    if (this.assistantBusy) return;
+    const epoch = this.assistantEpoch;
+    this.assistantPolledAt = Date.now();
+    try {
+      const c0 = this.store.cursor;
+      const res = await this.api<unknown>('GET', '/api/assistant');
+      if (res.status !== 200 || this.assistantBusy || epoch !== this.assistantEpoch) return;
+      this.store.setAssistant(res.body, c0);
+    } catch {
+      /* the next poll tries again */
+    }
+  }
+
+  /**
+   * Reads the link's view `delay` ms from now (then keeps polling while Settings is open); without
+   * `delay`, only keeps the Settings poll going.
+   */
+  private scheduleAssistantPoll(delay?: number): void {
+    clearTimeout(this.assistantTimer);
+    let wait = delay;
+    if (wait === undefined) {
+      if (this.tab !== 'settings') return;
+      wait = Math.max(0, this.assistantPolledAt + ASSISTANT_POLL_MS - Date.now());
+    }
+    this.assistantTimer = setTimeout(async () => {
+      if (document.visibilityState !== 'hidden') await this.pollAssistant();
+      this.scheduleAssistantPoll();
+    }, wait);
+  }
+
+  private renderAssistantChip(): void {
+    const a = this.store.assistant;
+    const status = a?.status ?? 'not_configured';
+    const label = status === 'not_configured' ? 'not configured' : statusLabel(status).toLowerCase();
+    this.assistantChip.textContent = `Assistant: ${label}`;
+    this.assistantChip.className = `chip chip-button ${statusClass(status)}`;
+    this.assistantChip.dataset.status = status;
+    this.assistantChip.title = `${a?.detail || (a ? '' : 'No assistant is linked yet.')}\n(Settings → Assistant link)`.trim();
+    this.assistantChip.setAttribute('aria-label', `Assistant: ${label}. ${a?.detail ?? ''} Open the assistant settings.`.trim());
   }
 
   private async startCall(): Promise<void> {
@@ -277,6 +457,8 @@ export class App {
       conv,
       !sid ? 'No call open.' : s && !s.is_call ? 'This chat is not a call: it has no insights.' : 'No insights yet. They appear here during the call.',
     );
+    this.transcript.bind(conv, s ?? null);
+    this.dirty.transcript = true;
   }
 
   setTab(tab: Tab, focus = false): void {
@@ -288,13 +470,22 @@ export class App {
     }
     this.chat.panel.hidden = tab !== 'chat';
     this.insights.panel.hidden = tab !== 'insights';
+    this.transcript.panel.hidden = tab !== 'transcript';
     this.history.panel.hidden = tab !== 'history';
     this.settings.panel.hidden = tab !== 'settings';
     this.root.dataset.tab = tab;
     this.syncInsightsOpen();
     if (tab === 'chat') this.chat.shown();
     if (tab === 'history') this.history.render(this.store.sessionList(), this.activeId);
-    if (tab === 'settings') void this.settings.load();
+    if (tab === 'settings') {
+      void this.settings.load();
+      this.scheduleAssistantPoll(0);
+    }
+    if (tab === 'transcript') {
+      this.dirty.transcript = true;
+      this.dirty.bar = true;
+      this.transcript.shown();
+    }
     if (focus) {
       if (tab === 'chat') this.chat.composer.focus();
       else this.tabButtons.get(tab)?.focus();
@@ -349,7 +540,24 @@ export class App {
   private onChange(c: Change): void {
     switch (c.kind) {
       case 'sessions':
-        this.dirty.bar = this.dirty.history = true;
+        this.dirty.bar = this.dirty.history = this.dirty.transcript = true;
+        break;
+      case 'transcript':
+        if (c.sessionId === this.activeId) {
+          this.dirty.transcript = true;
+          // The call bar shows "Summarise" (which depends on the transcript) once the call ended.
+          if (this.store.sessions.get(c.sessionId)?.ended_at) this.dirty.bar = true;
+        }
+        break;
+      case 'assistant':
+        if (c.fromEvent) {
+          // The event says only status and detail: read the rest (last error, delivery, …) too.
+          clearTimeout(this.assistantRefresh);
+          this.assistantRefresh = setTimeout(() => void this.pollAssistant(), ASSISTANT_REFRESH_MS);
+        }
+        this.renderAssistantChip();
+        this.settings.assistant.render(this.store.assistant);
+        this.chat.setLink({ configured: this.store.assistant?.configured ?? true });
         break;
       case 'session-created':
         // A new call takes the screen: that is what the user is about to talk in.
@@ -397,6 +605,11 @@ export class App {
       this.dirty.insights = false;
       this.insights.render();
     }
+    if (this.dirty.transcript) {
+      this.dirty.transcript = false;
+      this.transcript.setSession(this.activeId ? (this.store.sessions.get(this.activeId) ?? null) : null);
+      this.renderTranscriptHead();
+    }
     if (this.dirty.badge) {
       this.dirty.badge = false;
       const n = this.store.unreadCount(this.activeId);
@@ -439,6 +652,7 @@ export class App {
       } else {
         state.push(h('span', { class: 'call-label muted' }, 'No call in progress'));
       }
+      if (s && s.is_call && s.ended_at) actions.push(...this.summariseControls(s, 'summarise-call', true));
       if (live && live.session_id !== this.activeId) {
         const back = h('button', { class: 'btn', type: 'button', id: 'go-live' }, 'Back to live call');
         back.addEventListener('click', () => this.open(live.session_id, 'chat'));
@@ -453,9 +667,45 @@ export class App {
     // Keep focus on the button the user just pressed, if it is re-created.
     const focusedId = (document.activeElement as HTMLElement | null)?.id;
     this.callActions.replaceChildren(...actions);
-    if (focusedId === 'start-call' || focusedId === 'end-call' || focusedId === 'go-live') {
-      (this.callActions.querySelector('button') as HTMLButtonElement | null)?.focus();
+    if (focusedId === 'start-call' || focusedId === 'end-call' || focusedId === 'go-live' || focusedId === 'summarise-call') {
+      const again = focusedId === 'summarise-call' ? this.callActions.querySelector<HTMLButtonElement>('#summarise-call') : null;
+      (again ?? (this.callActions.querySelector('button') as HTMLButtonElement | null))?.focus();
     }
+  }
+
+  /**
+   * The "Summarise this call" button, off (with the reason) when the store knows the call has no
+   * transcript. `compact` (the call bar): the button's own label says it, the sentence is its
+   * description; otherwise the sentence is shown next to it.
+   */
+  private summariseControls(s: Session, id: string, compact = false): HTMLElement[] {
+    const conv = this.store.conv(s.session_id);
+    const empty = !!conv && conv.transcriptLoaded && conv.transcript.length === 0;
+    const busy = this.summarising.has(s.session_id);
+    const why = 'This call has no transcript yet: there is nothing to summarise.';
+    const btn = h(
+      'button',
+      {
+        class: 'btn',
+        type: 'button',
+        id,
+        title: empty ? why : 'Ask your assistant, in this chat, for a summary of the call (the transcript is sent along)',
+        'aria-describedby': empty ? `${id}-why` : undefined,
+      },
+      busy ? 'Asking for a summary…' : empty && compact ? 'Nothing to summarise' : 'Summarise this call',
+    );
+    btn.disabled = empty || busy;
+    btn.addEventListener('click', () => void this.summarise(s.session_id));
+    const out: HTMLElement[] = [btn];
+    if (empty) out.push(h('span', { class: compact ? 'sr-only' : 'bar-note', id: `${id}-why` }, why));
+    return out;
+  }
+
+  private renderTranscriptHead(): void {
+    const s = this.activeId ? this.store.sessions.get(this.activeId) : undefined;
+    const focused = (document.activeElement as HTMLElement | null)?.id === 'summarise-transcript';
+    this.transcript.headActions.replaceChildren(...(s?.is_call ? this.summariseControls(s, 'summarise-transcript') : []));
+    if (focused) this.transcript.headActions.querySelector<HTMLButtonElement>('#summarise-transcript')?.focus();
   }
 
   private tickElapsed(): void {

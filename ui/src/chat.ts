@@ -3,13 +3,21 @@
 
 import { clockTime, fullTime, h } from './dom';
 import { renderInline, renderMarkdown } from './markdown';
-import type { Change, Conversation } from './store';
+import { deliveryView, type Change, type Conversation } from './store';
 import type { Message, Typing } from './types';
 import { VList } from './vlist';
 
 export interface ChatActions {
   /** Sends `text` to the open conversation (creating a chat if none is open); throws on failure. */
   send(text: string): Promise<void>;
+  /** Sends a failed user message again (`POST …/messages/{id}/retry`); throws on failure. */
+  retry(m: Message): Promise<void>;
+}
+
+/** What the delivery marks need to know about the link (from the store). */
+export interface LinkInfo {
+  /** An assistant is configured (pending messages are on their way, not merely queued). */
+  configured: boolean;
 }
 
 const keyOf = (m: Message) => String(m.id);
@@ -23,7 +31,26 @@ function estimate(m: Message, width: number): number {
   return 46 + Math.min(lines, 400) * 21;
 }
 
-function metaLine(m: Message): HTMLElement {
+/** The subtle delivery mark of a user message (`sending…` / `sent` / `failed`), or null. */
+function deliveryMark(m: Message, link: LinkInfo): HTMLElement | null {
+  if (m.kind !== 'user') return null;
+  const d = deliveryView(m);
+  if (!d.state) return null;
+  let label = d.label;
+  let title =
+    d.state === 'sending'
+      ? 'Being delivered to your assistant'
+      : d.state === 'sent'
+        ? 'Delivered to your assistant'
+        : 'Not delivered: see below';
+  if (d.state === 'sending' && !link.configured) {
+    label = 'queued';
+    title = 'No assistant is linked yet: it is sent once one is (Settings → Assistant)';
+  }
+  return h('span', { class: `msg-delivery msg-delivery-${d.state}`, 'data-delivery': m.delivery, title }, label);
+}
+
+function metaLine(m: Message, link: LinkInfo): HTMLElement {
   const who =
     m.kind === 'user' ? 'You' : m.kind === 'error' ? 'Error' : m.kind === 'notice' ? 'Note' : 'Assistant';
   const t = m.occurred_at ?? m.received_at;
@@ -33,7 +60,43 @@ function metaLine(m: Message): HTMLElement {
     h('span', { class: 'msg-who' }, who),
     t ? h('time', { datetime: t, title: fullTime(t) }, clockTime(t)) : null,
     m.draft ? h('span', { class: 'msg-draft-tag' }, 'writing…') : null,
+    deliveryMark(m, link),
   );
+}
+
+/**
+ * Under a user message: why it is not delivered yet (pending with a note) or why it failed, with
+ * a Retry button for a failed one.
+ */
+export function deliveryNote(
+  e: Parameters<typeof deliveryView>[0],
+  retry: (btn: HTMLButtonElement, err: HTMLElement) => void,
+  what = 'message',
+): HTMLElement | null {
+  const d = deliveryView(e);
+  if (!d.note) return null;
+  const el = h('div', { class: `delivery-note delivery-note-${d.state}` }, h('span', { class: 'delivery-note-text' }, d.note));
+  if (d.canRetry) {
+    const err = h('span', { class: 'delivery-retry-error', role: 'alert' });
+    const btn = h('button', { class: 'btn btn-small delivery-retry', type: 'button', 'aria-label': `Retry sending this ${what}` }, 'Retry');
+    btn.addEventListener('click', () => retry(btn, err));
+    el.append(' ', btn, err);
+  }
+  return el;
+}
+
+/** Runs a retry for a Retry button: disabled while it runs, the error (if any) next to it. */
+export async function runRetry(btn: HTMLButtonElement, err: HTMLElement, go: () => Promise<void>): Promise<void> {
+  btn.disabled = true;
+  btn.textContent = 'Retrying…';
+  err.textContent = '';
+  try {
+    await go();
+  } catch (e) {
+    err.textContent = ` ${e instanceof Error ? e.message : String(e)}`;
+    btn.disabled = false;
+    btn.textContent = 'Retry';
+  }
 }
 
 function body(m: Message): HTMLElement {
@@ -52,13 +115,16 @@ function body(m: Message): HTMLElement {
   return el;
 }
 
-function fill(row: HTMLElement, m: Message): void {
+function fill(row: HTMLElement, m: Message, link: LinkInfo, retry: (m: Message) => Promise<void>): void {
   row.className = `vrow msg msg-${m.kind}${m.draft ? ' msg-is-draft' : ''}`;
   row.dataset.id = String(m.id);
   if (m.message_id) row.dataset.messageId = m.message_id;
   else delete row.dataset.messageId;
   row.dataset.draft = m.draft ? 'true' : 'false';
-  const bubble = h('div', { class: 'msg-bubble' }, metaLine(m), body(m));
+  if (m.kind === 'user' && m.delivery) row.dataset.delivery = m.delivery;
+  else delete row.dataset.delivery;
+  const note = m.kind === 'user' ? deliveryNote(m, (btn, err) => void runRetry(btn, err, () => retry(m))) : null;
+  const bubble = h('div', { class: 'msg-bubble' }, metaLine(m, link), body(m), note);
   row.replaceChildren(bubble);
 }
 
@@ -78,8 +144,10 @@ export class ChatView {
   private dirty = false;
   private sending = false;
   private emptyText = '';
+  private link: LinkInfo = { configured: true };
 
   constructor(private actions: ChatActions) {
+    const retry = (m: Message) => this.actions.retry(m);
     this.scroller = h('div', {
       class: 'msg-scroller',
       tabindex: '0',
@@ -91,10 +159,10 @@ export class ChatView {
       estimate,
       create: (m) => {
         const row = h('div');
-        fill(row, m);
+        fill(row, m, this.link, retry);
         return row;
       },
-      update: (row, m) => fill(row, m),
+      update: (row, m) => fill(row, m, this.link, retry),
       onScrollState: (atBottom) => {
         if (atBottom && this.newCount) {
           this.newCount = 0;
@@ -153,6 +221,18 @@ export class ChatView {
     this.updateEmpty();
   }
 
+  /** The link's state changed: pending user messages may read differently (queued / sending). */
+  setLink(link: LinkInfo): void {
+    if (link.configured === this.link.configured) return;
+    this.link = link;
+    const conv = this.conv;
+    if (!conv) return;
+    conv.messages.forEach((m, i) => {
+      if (m.kind === 'user' && m.delivery === 'pending') this.list.updated(i, m);
+    });
+    this.dirty = true;
+  }
+
   /** A store change for the bound conversation. */
   apply(c: Change): void {
     const conv = this.conv;
@@ -172,6 +252,9 @@ export class ChatView {
       case 'message-update':
         this.list.updated(c.index, c.prev);
         if (c.prev.draft && !c.message.draft) this.announce(c.message);
+        if (c.message.kind === 'user' && c.message.delivery === 'failed' && c.prev.delivery !== 'failed') {
+          this.announcer.textContent = `Your message was not delivered: ${deliveryView(c.message).note ?? ''}`;
+        }
         break;
       case 'message-move':
         this.list.moved(c.from, c.to);

@@ -1,11 +1,12 @@
 // Settings: the callback address and token (copy, rotate with confirmation), the data folder,
-// and clearly marked places for the assistant link and the tunnel (not configured yet).
+// the assistant link (assistant.ts), and a clearly marked place for the tunnel (not built yet).
 
+import { AssistantSettings, type AssistantActions } from './assistant';
 import { copyText, h } from './dom';
 import type { ApiResponse } from './transport';
 import type { Settings } from './types';
 
-export interface SettingsActions {
+export interface SettingsActions extends AssistantActions {
   api<T>(method: string, path: string, body?: unknown): Promise<ApiResponse<T>>;
   errorText(res: ApiResponse<unknown>): string;
 }
@@ -32,8 +33,10 @@ export class SettingsView {
   private confirmBox: HTMLElement;
   private status: HTMLElement;
   private revealed = false;
+  readonly assistant: AssistantSettings;
 
   constructor(private actions: SettingsActions) {
+    this.assistant = new AssistantSettings(actions);
     this.revealBtn = h('button', { class: 'btn btn-small', type: 'button', 'aria-pressed': 'false' }, 'Show');
     this.revealBtn.addEventListener('click', () => {
       this.revealed = !this.revealed;
@@ -68,6 +71,7 @@ export class SettingsView {
         'div',
         { class: 'panel-scroll settings' },
         h('h2', null, 'Settings'),
+        this.assistant.card,
         h(
           'fieldset',
           { class: 'card' },
@@ -86,15 +90,9 @@ export class SettingsView {
         ),
         h(
           'fieldset',
-          { class: 'card card-placeholder', id: 'settings-assistant' },
-          h('legend', null, 'Assistant link'),
-          h('p', null, h('span', { class: 'chip chip-muted' }, 'Not configured'), ' Linking this app to an assistant (Hermes, OpenClaw) will be set up here. Until then, give your assistant the callback URL and token above.'),
-        ),
-        h(
-          'fieldset',
           { class: 'card card-placeholder', id: 'settings-tunnel' },
           h('legend', null, 'Tunnel'),
-          h('p', null, h('span', { class: 'chip chip-muted' }, 'Not configured'), ' A public tunnel for an assistant that runs on another machine will be set up here. The callback listener is loopback only for now.'),
+          h('p', null, h('span', { class: 'chip chip-muted' }, 'Not configured'), ' Placeholder: a tunnel for an assistant that runs on another machine will be set up here. The callback listener and the assistant link are loopback only for now.'),
         ),
       ),
     );

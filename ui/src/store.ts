@@ -9,8 +9,24 @@
 // - Messages are kept ordered by (`sort_key`, `id`); drafts are updated in place.
 // - Insights: newest first; a `none` reply (or one flagged `hidden`) is never listed, nor is a draft
 //   that could still turn out to be `none`.
+// - A call's transcript: oldest first, from `transcript_added` / `transcript_updated` and
+//   `GET /api/calls/{id}/transcript`; turns carry their delivery state like user messages.
+// - The assistant link (`GET /api/assistant` and the answers of its other routes): the latest
+//   snapshot, patched by `assistant_status` events (`{status, detail, checked_at}`); a snapshot
+//   requested before the last such event keeps that event's status.
 
-import type { Insight, Message, MessageKind, Session, SwEvent, Typing } from './types';
+import type {
+  Assistant,
+  Delivery,
+  DeliveryError,
+  Insight,
+  Message,
+  MessageKind,
+  Session,
+  SwEvent,
+  TranscriptTurn,
+  Typing,
+} from './types';
 
 export type Change =
   | { kind: 'sessions' }
@@ -22,7 +38,10 @@ export type Change =
   | { kind: 'messages-reset'; sessionId: string }
   | { kind: 'insights'; sessionId: string; added: Insight | null }
   | { kind: 'typing'; sessionId: string; insights: boolean }
-  | { kind: 'unread'; sessionId: string };
+  | { kind: 'unread'; sessionId: string }
+  | { kind: 'transcript'; sessionId: string; added: TranscriptTurn | null }
+  /** The assistant link changed; `fromEvent`: through an `assistant_status` event (a patch). */
+  | { kind: 'assistant'; fromEvent: boolean };
 
 export interface Conversation {
   sessionId: string;
@@ -37,6 +56,11 @@ export interface Conversation {
   typing: Map<string, Typing>;
   insightTyping: Map<string, Typing>;
   unread: Set<string>;
+  /** The call's transcript turns, oldest first. */
+  transcript: TranscriptTurn[];
+  transcriptById: Map<string, TranscriptTurn>;
+  /** A transcript snapshot has been merged (the list is complete). */
+  transcriptLoaded: boolean;
   /** Entity key → cursor of the last event that touched it. */
   ver: Map<string, number>;
 }
@@ -45,6 +69,7 @@ export interface Snapshot {
   messages?: unknown[];
   insights?: unknown[];
   typing?: unknown[];
+  transcript?: unknown[];
 }
 
 const INSIGHTS_PREFIX = 'insights:';
@@ -93,7 +118,96 @@ export function normMessage(raw: unknown): Message | null {
     received_at: str(raw.received_at),
     sort_key: sortKey,
     draft: raw.draft === true,
+    delivery: normDelivery(raw.delivery),
+    delivery_error: normDeliveryError(raw.delivery_error),
   };
+}
+
+const DELIVERIES: ReadonlySet<string> = new Set(['pending', 'sent', 'failed']);
+
+export function normDelivery(v: unknown): Delivery | null {
+  return typeof v === 'string' && DELIVERIES.has(v) ? (v as Delivery) : null;
+}
+
+export function normDeliveryError(v: unknown): DeliveryError | null {
+  if (typeof v === 'string') return v.trim() ? { code: '', message: v } : null;
+  if (!isObj(v)) return null;
+  const code = str(v.code) ?? '';
+  const message = str(v.message) ?? '';
+  return code || message ? { code, message } : null;
+}
+
+export function normTranscript(raw: unknown): TranscriptTurn | null {
+  if (!isObj(raw)) return null;
+  const id = raw.id;
+  let sessionId = str(raw.session_id);
+  if ((typeof id !== 'string' && typeof id !== 'number') || !sessionId) return null;
+  if (sessionId.startsWith(INSIGHTS_PREFIX)) sessionId = sessionId.slice(INSIGHTS_PREFIX.length);
+  const off = Number(raw.offset_ms);
+  const speaker = str(raw.speaker);
+  return {
+    id,
+    session_id: sessionId,
+    speaker: speaker && speaker.trim() ? speaker.trim() : null,
+    text: str(raw.text) ?? '',
+    received_at: str(raw.received_at),
+    offset_ms: raw.offset_ms == null || !Number.isFinite(off) ? null : off,
+    task_id: str(raw.task_id),
+    delivery: normDelivery(raw.delivery),
+    delivery_error: normDeliveryError(raw.delivery_error),
+  };
+}
+
+export function normAssistant(raw: unknown): Assistant | null {
+  if (!isObj(raw) || typeof raw.status !== 'string') return null;
+  const le = raw.last_error;
+  const sfb = raw.supports_events_fallback;
+  return {
+    configured: raw.configured === true,
+    base_url: str(raw.base_url),
+    relay_token_set: raw.relay_token_set === true,
+    status: raw.status,
+    detail: str(raw.detail) ?? '',
+    checked_at: str(raw.checked_at),
+    assistant_version: str(raw.assistant_version),
+    supports_events_fallback: typeof sfb === 'boolean' ? sfb : null,
+    events_fallback_detail: str(raw.events_fallback_detail) ?? '',
+    mode: str(raw.mode) ?? 'auto',
+    delivery: str(raw.delivery) ?? 'none',
+    fallback_reason: str(raw.fallback_reason),
+    prelude: str(raw.prelude) ?? '',
+    prelude_is_default: raw.prelude_is_default !== false,
+    default_prelude: str(raw.default_prelude) ?? '',
+    callback_url: str(raw.callback_url),
+    last_error: isObj(le) ? { code: str(le.code) ?? '', message: str(le.message) ?? '', at: str(le.at) } : null,
+  };
+}
+
+/** What a user message or transcript turn shows about its delivery to the assistant. */
+export interface DeliveryView {
+  state: 'sending' | 'sent' | 'failed' | null;
+  /** Short label: `sending…`, `sent`, `failed`. */
+  label: string;
+  /** A sentence to show under the entry (a pending entry's retry note, a failure's reason). */
+  note: string | null;
+  /** Only a failed entry can be retried by the user. */
+  canRetry: boolean;
+}
+
+export function deliveryView(e: { delivery: Delivery | null; delivery_error: DeliveryError | null }): DeliveryView {
+  const err = e.delivery_error;
+  const why = err ? err.message || err.code : '';
+  switch (e.delivery) {
+    case 'pending':
+      // The app's note may already say so ("Not delivered yet: …"): never twice.
+      return { state: 'sending', label: 'sending…', note: !why ? null : /^not delivered yet\b/i.test(why) ? why : `Not delivered yet: ${why}`, canRetry: false };
+    case 'sent':
+      return { state: 'sent', label: 'sent', note: null, canRetry: false };
+    case 'failed':
+      return { state: 'failed', label: 'failed', note: why || 'The assistant did not accept it.', canRetry: true };
+    default:
+      return { state: null, label: '', note: null, canRetry: false };
+  }
 }
 
 export function normInsight(raw: unknown): Insight | null {
@@ -175,6 +289,17 @@ function insightTime(i: Insight): number {
   return Number.isFinite(r) ? r : 0;
 }
 
+function turnTime(t: TranscriptTurn): number {
+  const r = timeMicros(t.received_at);
+  if (Number.isFinite(r)) return r;
+  return t.offset_ms != null ? t.offset_ms * 1000 : 0;
+}
+
+/** Oldest first. */
+export function compareTurns(a: TranscriptTurn, b: TranscriptTurn): number {
+  return turnTime(a) - turnTime(b) || compareIds(a.id, b.id);
+}
+
 /** Newest first. */
 export function compareInsights(a: Insight, b: Insight): number {
   return insightTime(b) - insightTime(a) || compareIds(b.id, a.id);
@@ -224,6 +349,11 @@ export class Store {
   private listeners = new Set<(c: Change) => void>();
   /** The conversation whose Insights tab is on screen (its new insights are not "unread"). */
   private insightsOpen: string | null = null;
+  /** The assistant link as last reported (null until the first answer). */
+  assistant: Assistant | null = null;
+  private assistantJson = '';
+  /** Cursor of the last `assistant_status` event applied. */
+  private assistantStatusVer = -1;
 
   subscribe(fn: (c: Change) => void): () => void {
     this.listeners.add(fn);
@@ -252,6 +382,9 @@ export class Store {
         typing: new Map(),
         insightTyping: new Map(),
         unread: new Set(),
+        transcript: [],
+        transcriptById: new Map(),
+        transcriptLoaded: false,
         ver: new Map(),
       };
       this.convs.set(sessionId, c);
@@ -336,6 +469,15 @@ export class Store {
         if (t) this.putTyping(t, ev.type === 'typing_started', id);
         break;
       }
+      case 'transcript_added':
+      case 'transcript_updated': {
+        const t = normTranscript(payload(ev, 'transcript'));
+        if (t) this.putTurn(t, id);
+        break;
+      }
+      case 'assistant_status':
+        this.patchAssistant(payload(ev, 'assistant'), id);
+        break;
       default:
         break; // unknown types are skipped (forward compatible); the cursor still advances
     }
@@ -421,6 +563,66 @@ export class Store {
     if (!nowVisible && c.unread.delete(key)) unreadChanged = true;
     this.emit({ kind: 'insights', sessionId: chat, added: nowVisible && !wasVisible ? ins : null });
     if (unreadChanged) this.emit({ kind: 'unread', sessionId: chat });
+  }
+
+  private putTurn(t: TranscriptTurn, version: number): void {
+    const chat = this.route(t.session_id).chat;
+    if (this.deleted.has(chat)) return;
+    const c = this.ensureConv(chat);
+    const key = String(t.id);
+    c.ver.set('x:' + key, version);
+    const prev = c.transcriptById.get(key);
+    c.transcriptById.set(key, t);
+    if (prev) {
+      const at = c.transcript.findIndex((x) => String(x.id) === key);
+      if (at >= 0) c.transcript.splice(at, 1);
+    }
+    c.transcript.splice(upperBound(c.transcript, t, compareTurns), 0, t);
+    this.emit({ kind: 'transcript', sessionId: chat, added: prev ? null : t });
+  }
+
+  /**
+   * The assistant link's state from an answer of `/api/assistant…`, requested when the cursor was
+   * `atCursor` (omitted: newer than every event). An `assistant_status` event applied after that
+   * keeps its status, detail and check time. Returns whether anything changed. Ordering between
+   * overlapping requests is the caller's business (see App).
+   */
+  setAssistant(raw: unknown, atCursor = Infinity): boolean {
+    const a = normAssistant(raw);
+    if (!a) return false;
+    const cur = this.assistant;
+    if (cur && this.assistantStatusVer > atCursor) {
+      a.status = cur.status;
+      a.detail = cur.detail;
+      a.checked_at = cur.checked_at;
+    }
+    return this.putAssistant(a, false);
+  }
+
+  /** An `assistant_status` event: `{status, detail, checked_at}` over the last snapshot. */
+  private patchAssistant(raw: unknown, version: number): void {
+    if (!isObj(raw) || typeof raw.status !== 'string') return;
+    this.assistantStatusVer = version;
+    const base: Assistant = this.assistant ?? normAssistant({ status: raw.status })!;
+    const configured = raw.status !== 'not_configured';
+    const next: Assistant = {
+      ...base,
+      status: raw.status,
+      detail: str(raw.detail) ?? '',
+      checked_at: 'checked_at' in raw ? str(raw.checked_at) : base.checked_at,
+      configured,
+      relay_token_set: configured ? base.relay_token_set : false,
+    };
+    this.putAssistant(next, true);
+  }
+
+  private putAssistant(a: Assistant, fromEvent: boolean): boolean {
+    const json = JSON.stringify(a);
+    if (json === this.assistantJson) return false;
+    this.assistantJson = json;
+    this.assistant = a;
+    this.emit({ kind: 'assistant', fromEvent });
+    return true;
   }
 
   private putTyping(t: Typing, on: boolean, version: number): void {
@@ -510,16 +712,53 @@ export class Store {
       this.emit({ kind: 'typing', sessionId, insights: false });
       this.emit({ kind: 'typing', sessionId, insights: true });
     }
+    if (snap.transcript) {
+      for (const raw of snap.transcript) {
+        const t = normTranscript(raw);
+        if (!t) continue;
+        const key = String(t.id);
+        if (newer('x:' + key)) continue;
+        c.transcriptById.set(key, t);
+        c.ver.set('x:' + key, atCursor);
+      }
+      c.transcript = [...c.transcriptById.values()].sort(compareTurns);
+      c.transcriptLoaded = true;
+      this.emit({ kind: 'transcript', sessionId, added: null });
+    }
     c.loaded = true;
   }
 
-  /** Merges one message returned by the API (e.g. the 201 of a sent message). */
-  mergeMessage(raw: unknown, atCursor: number): void {
+  /** Merges a call's transcript (`GET /api/calls/{id}/transcript`), requested at `atCursor`. */
+  loadTranscript(sessionId: string, list: unknown[], atCursor: number): void {
+    if (this.deleted.has(sessionId)) return;
+    const c = this.ensureConv(sessionId);
+    const was = c.loaded;
+    this.loadConversation(sessionId, { transcript: list }, atCursor);
+    c.loaded = was;
+  }
+
+  /** Merges one transcript turn returned by the API (the 201 of a posted turn, a retry's 200). */
+  mergeTurn(raw: unknown, atCursor: number): void {
+    const t = normTranscript(raw);
+    if (!t) return;
+    const chat = this.route(t.session_id).chat;
+    if (this.deleted.has(chat)) return;
+    const c = this.ensureConv(chat);
+    if ((c.ver.get('x:' + String(t.id)) ?? -1) > atCursor) return;
+    this.putTurn(t, atCursor);
+  }
+
+  /**
+   * Merges one message returned by the API (e.g. the 201 of a sent message). An entry already
+   * there is kept unless `replace` (a retry's answer: the entry changed by that very request);
+   * either way an entry touched by an event after `atCursor` keeps the event's state.
+   */
+  mergeMessage(raw: unknown, atCursor: number, replace = false): void {
     const m = normMessage(raw);
     if (!m) return;
     const c = this.ensureConv(this.route(m.session_id).chat);
     if ((c.ver.get('m:' + String(m.id)) ?? -1) > atCursor) return;
-    if (c.byId.has(String(m.id))) return; // already there (from the stream or a snapshot)
+    if (!replace && c.byId.has(String(m.id))) return; // already there (from the stream or a snapshot)
     this.putMessage(m, atCursor);
   }
 

@@ -26,6 +26,55 @@ export interface Message {
   received_at: string | null;
   sort_key: number;
   draft: boolean;
+  /** Outgoing (user) messages only: where the desktop → assistant delivery stands. */
+  delivery: Delivery | null;
+  /** The last delivery problem: a note while `pending` (retried), the reason when `failed`. */
+  delivery_error: DeliveryError | null;
+}
+
+export type Delivery = 'pending' | 'sent' | 'failed';
+
+export interface DeliveryError {
+  code: string;
+  message: string;
+}
+
+/** One final turn of a call's transcript (`session_id` is the call's chat session). */
+export interface TranscriptTurn {
+  id: string | number;
+  session_id: string;
+  speaker: string | null;
+  text: string;
+  received_at: string | null;
+  /** Time into the call, in milliseconds. */
+  offset_ms: number | null;
+  task_id: string | null;
+  delivery: Delivery | null;
+  delivery_error: DeliveryError | null;
+}
+
+export type AssistantStatus = 'not_configured' | 'checking' | 'online' | 'auth_failed' | 'unreachable' | 'misconfigured';
+export type AssistantMode = 'auto' | 'callback' | 'events';
+
+/** `GET /api/assistant`: the assistant link's configuration and status. */
+export interface Assistant {
+  configured: boolean;
+  base_url: string | null;
+  relay_token_set: boolean;
+  status: AssistantStatus | string;
+  detail: string;
+  checked_at: string | null;
+  assistant_version: string | null;
+  supports_events_fallback: boolean | null;
+  events_fallback_detail: string;
+  mode: AssistantMode | string;
+  delivery: 'callback' | 'events' | 'none' | string;
+  fallback_reason: string | null;
+  prelude: string;
+  prelude_is_default: boolean;
+  default_prelude: string;
+  callback_url: string | null;
+  last_error: { code: string; message: string; at: string | null } | null;
 }
 
 export interface Insight {
@@ -66,7 +115,9 @@ export type EventType =
   | 'insight_added'
   | 'insight_updated'
   | 'typing_started'
-  | 'typing_stopped';
+  | 'typing_stopped'
+  | 'transcript_added'
+  | 'transcript_updated';
 
 /** One event of the stream: the JSON of an SSE `data:` line (or a Tauri `sw-event` payload). */
 export interface SwEvent {

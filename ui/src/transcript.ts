@@ -1,0 +1,228 @@
+// The Transcript tab: a call's final turns, oldest first (speaker, text, time into the call),
+// each with its delivery to the assistant; a failed turn can be retried. A small form adds a turn
+// by hand while the call is live.
+
+import { deliveryNote, runRetry } from './chat';
+import { duration, fullTime, h } from './dom';
+import { deliveryView, type Conversation } from './store';
+import type { Session, TranscriptTurn } from './types';
+
+export interface TranscriptActions {
+  /** Sends a failed turn again; throws on failure. */
+  retry(turn: TranscriptTurn): Promise<void>;
+  /** Adds a final turn to the open (live) call; throws on failure. */
+  add(speaker: string, text: string): Promise<void>;
+}
+
+const STICK_PX = 32;
+
+export class TranscriptView {
+  readonly panel: HTMLElement;
+  private list: HTMLOListElement;
+  private scroller: HTMLElement;
+  private empty: HTMLElement;
+  private count: HTMLElement;
+  private head: HTMLElement;
+  private form: HTMLFormElement;
+  private speaker: HTMLInputElement;
+  private text: HTMLInputElement;
+  private addBtn: HTMLButtonElement;
+  private formError: HTMLElement;
+  private items = new Map<string, { li: HTMLLIElement; turn: TranscriptTurn }>();
+  private conv: Conversation | null = null;
+  private session: Session | null = null;
+  private adding = false;
+  /** Follow new turns (the user has not scrolled up). */
+  private stick = true;
+  /** Extra controls for the header (the Summarise action), provided by the app. */
+  readonly headActions: HTMLElement;
+
+  constructor(private actions: TranscriptActions) {
+    this.list = h('ol', {
+      class: 'turn-list',
+      id: 'transcript',
+      'aria-live': 'polite',
+      'aria-relevant': 'additions',
+      'aria-label': 'Transcript, oldest first',
+    });
+    this.empty = h('div', { class: 'empty-state' });
+    this.scroller = h('div', { class: 'panel-scroll turn-scroller', tabindex: '0', 'aria-label': 'Transcript' }, this.list, this.empty);
+    this.scroller.addEventListener('scroll', () => {
+      if (this.panel.hidden) return;
+      const el = this.scroller;
+      this.stick = el.scrollHeight - el.scrollTop - el.clientHeight < STICK_PX;
+    });
+    this.count = h('span', { class: 'setting-note turn-count' });
+    this.headActions = h('div', { class: 'panel-head-actions' });
+    this.head = h('div', { class: 'panel-head' }, h('div', { class: 'panel-title' }, h('h2', null, 'Transcript'), this.count), this.headActions);
+
+    this.speaker = h('input', {
+      class: 'field-input turn-speaker',
+      type: 'text',
+      id: 'turn-speaker',
+      maxlength: '100',
+      placeholder: 'Speaker',
+      'aria-label': 'Speaker (optional)',
+      autocomplete: 'off',
+    });
+    this.text = h('input', {
+      class: 'field-input turn-text',
+      type: 'text',
+      id: 'turn-text',
+      placeholder: 'Add a turn by hand…',
+      'aria-label': 'Transcript turn',
+      autocomplete: 'off',
+    });
+    this.addBtn = h('button', { class: 'btn', type: 'submit' }, 'Add turn');
+    this.formError = h('div', { class: 'turn-error', role: 'alert', hidden: true });
+    this.form = h(
+      'form',
+      { class: 'turn-form', 'aria-label': 'Add a transcript turn' },
+      h('div', { class: 'turn-form-row' }, this.speaker, this.text, this.addBtn),
+      this.formError,
+    );
+    this.form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      void this.submit();
+    });
+
+    this.panel = h(
+      'section',
+      { class: 'panel panel-transcript', id: 'panel-transcript', role: 'tabpanel', 'aria-labelledby': 'tab-transcript', hidden: true },
+      this.head,
+      this.scroller,
+      this.form,
+    );
+  }
+
+  bind(conv: Conversation | null, session: Session | null): void {
+    const same = conv === this.conv;
+    this.conv = conv;
+    this.session = session;
+    if (!same) {
+      this.items.clear();
+      this.list.replaceChildren();
+    }
+    if (!same) this.stick = true;
+    this.render();
+  }
+
+  /** The panel became visible: follow the newest turn unless the user had scrolled up. */
+  shown(): void {
+    if (this.stick) this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  /** The session changed (e.g. the call ended): the form and the empty text follow. */
+  setSession(session: Session | null): void {
+    this.session = session;
+    this.render();
+  }
+
+  /** Keyed update: only new turns become new nodes (so aria-live announces just those). */
+  render(): void {
+    const conv = this.conv;
+    const s = this.session;
+    const turns = conv ? conv.transcript : [];
+    const keep = new Set<string>();
+    let prevEl: Element | null = null;
+    for (const t of turns) {
+      const key = String(t.id);
+      keep.add(key);
+      let item = this.items.get(key);
+      if (!item) {
+        item = { li: h('li'), turn: t };
+        this.fill(item.li, t);
+        this.items.set(key, item);
+      } else if (item.turn !== t) {
+        item.turn = t;
+        this.fill(item.li, t);
+      }
+      const want: Element | null = prevEl ? prevEl.nextElementSibling : this.list.firstElementChild;
+      if (want !== item.li) this.list.insertBefore(item.li, want);
+      prevEl = item.li;
+    }
+    for (const [key, item] of this.items) {
+      if (!keep.has(key)) {
+        item.li.remove();
+        this.items.delete(key);
+      }
+    }
+    const isCall = !!s?.is_call;
+    const live = isCall && !s?.ended_at;
+    this.empty.hidden = turns.length > 0;
+    this.empty.textContent = !conv
+      ? 'No call open.'
+      : s && !isCall
+        ? 'This chat is not a call: it has no transcript.'
+        : !conv.transcriptLoaded && !conv.loaded
+          ? 'Loading…'
+          : live
+            ? 'No transcript yet. Final turns appear here as they are posted to the call (POST /api/calls/{id}/transcript or `stagewhisper transcript replay`).'
+            : 'This call has no transcript.';
+    this.count.textContent = turns.length ? (turns.length === 1 ? '1 turn' : `${turns.length} turns`) : '';
+    this.form.hidden = !live;
+    this.head.hidden = !isCall;
+    if (this.stick && turns.length && !this.panel.hidden) this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  focusInput(): void {
+    if (!this.form.hidden) this.text.focus();
+  }
+
+  private fill(li: HTMLLIElement, t: TranscriptTurn): void {
+    const d = deliveryView(t);
+    li.className = `turn${d.state ? ` turn-${d.state}` : ''}`;
+    li.dataset.id = String(t.id);
+    if (t.delivery) li.dataset.delivery = t.delivery;
+    else delete li.dataset.delivery;
+    const when =
+      t.offset_ms != null
+        ? h('time', { class: 'turn-offset', title: `${duration(t.offset_ms)} into the call · ${fullTime(t.received_at)}` }, duration(t.offset_ms))
+        : h('time', { class: 'turn-offset', title: fullTime(t.received_at) }, '');
+    const mark = d.state
+      ? h(
+          'span',
+          {
+            class: `msg-delivery msg-delivery-${d.state}`,
+            title: d.state === 'sending' ? 'Being sent to your assistant' : d.state === 'sent' ? 'Sent to your assistant' : 'Not delivered: see below',
+            'aria-label': d.label,
+          },
+          // A transcript has many lines: a sent one carries only the quiet check mark.
+          d.state === 'sent' ? '' : d.label,
+        )
+      : null;
+    const main = h(
+      'div',
+      { class: 'turn-main' },
+      h(
+        'div',
+        { class: 'turn-line' },
+        t.speaker ? h('span', { class: 'turn-speaker-name' }, t.speaker) : null,
+        h('span', { class: 'turn-words' }, t.text),
+        mark,
+      ),
+      deliveryNote(t, (btn, err) => void runRetry(btn, err, () => this.actions.retry(t)), 'turn'),
+    );
+    li.replaceChildren(when, main);
+  }
+
+  private async submit(): Promise<void> {
+    const text = this.text.value.trim();
+    if (!text || this.adding) return;
+    this.adding = true;
+    this.addBtn.disabled = true;
+    this.formError.hidden = true;
+    try {
+      await this.actions.add(this.speaker.value.trim(), text);
+      if (this.text.value.trim() === text) this.text.value = '';
+      this.stick = true;
+      this.scroller.scrollTop = this.scroller.scrollHeight;
+    } catch (e) {
+      this.formError.hidden = false;
+      this.formError.textContent = e instanceof Error ? e.message : String(e);
+    } finally {
+      this.adding = false;
+      this.addBtn.disabled = false;
+    }
+  }
+}
