@@ -178,6 +178,13 @@ async fn start_core(config: Config) -> anyhow::Result<App> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", app.ready_line())?;
     out.flush()?;
+    drop(out);
+    // Then one `{"event":"tunnel",…}` line per tunnel change (state, URL, error).
+    app.tunnel.on_event_line(|line| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    });
     Ok(app)
 }
 

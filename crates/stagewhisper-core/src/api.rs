@@ -9,6 +9,7 @@ use crate::faults::Faults;
 use crate::http::{self, AllowedHosts, Resp, Shutdown};
 use crate::links::AssistantLink;
 use crate::tokens::{bearer, Secret};
+use crate::tunnel::TunnelManager;
 use bytes::Bytes;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
@@ -78,6 +79,8 @@ pub struct ControlApi {
     pub link: AssistantLink,
     /// Test-only fault injection (`/api/test/faults`, 404 unless enabled).
     pub faults: Arc<Faults>,
+    /// The optional tunnel (its routes live in [`crate::tunnel::api`]).
+    pub tunnel: TunnelManager,
 }
 
 pub(crate) fn error_json(
@@ -261,7 +264,9 @@ impl ControlApi {
                 Ok(ok(
                     StatusCode::OK,
                     json!({
-                        "callback_url": self.callback_url,
+                        "callback_url": self.tunnel.advertised_callback_url(),
+                        "local_callback_url": self.callback_url,
+                        "tunnel": self.tunnel.status().state,
                         "callback_token": self.callback_token.get(),
                         "data_dir": self.data_dir.display().to_string(),
                         "typing_timeout_secs": s.typing_timeout_ms / 1000,
@@ -278,6 +283,16 @@ impl ControlApi {
                 })?;
                 tracing::info!("callback token rotated");
                 Ok(ok(StatusCode::OK, json!({"callback_token": t})))
+            }
+            ["api", "tunnel", ..] => {
+                match crate::tunnel::api::dispatch(&self.tunnel, method, &segs, body).await {
+                    Some(r) => r,
+                    None => Err(error_json(
+                        StatusCode::NOT_FOUND,
+                        "not_found",
+                        "no such route",
+                    )),
+                }
             }
             _ => match crate::links::api::dispatch(self, method, &segs, body).await {
                 Some(r) => r,

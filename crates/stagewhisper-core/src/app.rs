@@ -10,6 +10,7 @@ use crate::links::{AssistantLink, CallbackTarget, LinkSettings};
 use crate::listener::{AuthGuard, CallbackListener};
 use crate::store::{Durability, Store, StoreError};
 use crate::tokens::{Secret, TokenError, CALLBACK_TOKEN_FILE, UI_TOKEN_FILE};
+use crate::tunnel::{TunnelDeps, TunnelManager, TunnelSettings};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,6 +37,8 @@ pub struct Config {
     /// Test-only fault injection; off unless enabled through the environment in a debug build
     /// (see [`crate::faults`]).
     pub faults: Arc<Faults>,
+    /// The optional tunnel's timing (and `NGROK_AUTHTOKEN`).
+    pub tunnel: TunnelSettings,
 }
 
 impl Config {
@@ -50,6 +53,7 @@ impl Config {
             clock: Arc::new(SystemClock),
             link: LinkSettings::default(),
             faults: Arc::new(Faults::from_env()),
+            tunnel: TunnelSettings::from_env(),
         }
     }
 }
@@ -90,6 +94,8 @@ pub struct App {
     pub callback_target: Arc<CallbackTarget>,
     /// The assistant link (`POST /v1/incoming`).
     pub link: AssistantLink,
+    /// The optional tunnel for the callback listener (ngrok or an external URL).
+    pub tunnel: TunnelManager,
     shutdown: Shutdown,
     servers: Vec<JoinHandle<()>>,
 }
@@ -176,6 +182,23 @@ impl App {
             callback_url.clone(),
             callback_token.clone(),
         ));
+        // The tunnel connects in the background (never blocks start-up); while it is up the
+        // assistant is told its origin, and the listener accepts its Host.
+        let tunnel = TunnelManager::start(
+            TunnelDeps {
+                data_dir: data_dir.clone(),
+                callback_addr: cb_addr,
+                local_callback_url: callback_url.clone(),
+                callback_token: callback_token.clone(),
+                hosts: callback_hosts.clone(),
+                shutdown: shutdown.clone(),
+            },
+            config.tunnel,
+        );
+        {
+            let target = callback_target.clone();
+            tunnel.on_callback_url(move |url| target.set_url(url));
+        }
         let link = AssistantLink::start(
             conversation.clone(),
             data_dir.clone(),
@@ -192,6 +215,7 @@ impl App {
             guard: AuthGuard::default(),
             clock: config.clock.clone(),
             faults: config.faults.clone(),
+            probes: tunnel.probes(),
         });
         let api = Arc::new(ControlApi {
             conversation: conversation.clone(),
@@ -204,6 +228,7 @@ impl App {
             shutdown: shutdown.clone(),
             link: link.clone(),
             faults: config.faults.clone(),
+            tunnel: tunnel.clone(),
         });
         let drain = Duration::from_secs(15);
         let servers = vec![
@@ -235,6 +260,7 @@ impl App {
             callback_hosts,
             callback_target,
             link,
+            tunnel,
             shutdown,
             servers,
         })
@@ -270,6 +296,7 @@ impl App {
     /// was committed before its answer, so nothing is left to flush.
     pub async fn shutdown(self) {
         self.shutdown.trigger();
+        self.tunnel.shutdown().await;
         for s in self.servers {
             let _ = s.await;
         }

@@ -23,5 +23,6 @@ pub mod protocol;
 pub mod store;
 pub mod tokens;
 pub mod transcript;
+pub mod tunnel;
 
 pub use app::{App, Config};

@@ -7,6 +7,7 @@ use crate::faults::{Faults, When};
 use crate::http::{self, AllowedHosts, Resp};
 use crate::protocol::{self, MAX_BODY_BYTES};
 use crate::tokens::{bearer, Secret};
+use crate::tunnel::ProbeResponder;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
 use hyper::{Method, Request, StatusCode};
@@ -67,6 +68,8 @@ pub struct CallbackListener {
     pub clock: SharedClock,
     /// Test-only fault injection (off unless explicitly enabled, see [`crate::faults`]).
     pub faults: Arc<Faults>,
+    /// The tunnel's signed probe (`GET /probe/{nonce}`, see [`crate::tunnel::probe`]).
+    pub probes: Arc<ProbeResponder>,
 }
 
 impl CallbackListener {
@@ -76,6 +79,11 @@ impl CallbackListener {
     }
 
     async fn route(&self, req: Request<Incoming>) -> Resp {
+        // First: a tunnel probe this app sent itself (any Host: the probe is how the app
+        // learns which Host its tunnel delivers). Anything else falls through unchanged.
+        if let Some(r) = self.probes.answer(&req) {
+            return r;
+        }
         if !self.hosts.allows(&req) {
             return http::bad_host();
         }
