@@ -93,12 +93,12 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
 
   // ---- tests --------------------------------------------------------------------------------
 
-  it('call bar: the assistant chip says "not configured", the tunnel chip is a marked placeholder', async () => {
+  it('call bar: the assistant chip says "not configured", the tunnel chip "off"', async () => {
     assert.equal(await chip().innerText(), 'Assistant: not configured');
     assert.match(await chip().getAttribute('title'), /No assistant is configured|Settings/);
     const tunnel = page.locator('#tunnel-status');
-    assert.equal(await tunnel.innerText(), 'Tunnel: not configured');
-    assert.match(await tunnel.getAttribute('title'), /Placeholder/);
+    assert.equal(await tunnel.innerText(), 'Tunnel: off');
+    assert.match(await tunnel.getAttribute('title'), /No tunnel/);
     // The chip opens Settings → Assistant link.
     await chip().click();
     assert.equal(await page.locator('#tab-settings').getAttribute('aria-selected'), 'true');

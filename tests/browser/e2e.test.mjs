@@ -91,7 +91,7 @@ describe('web UI against the headless app', { skip: reason ?? false }, () => {
     await page.reload();
     await page.waitForSelector('.app[data-conn="live"]');
     assert.equal(await page.locator('#assistant-status').innerText(), 'Assistant: not configured');
-    assert.equal(await page.locator('#tunnel-status').innerText(), 'Tunnel: not configured');
+    assert.equal(await page.locator('#tunnel-status').innerText(), 'Tunnel: off');
   });
 
   it('a wrong token shows the connect form, not the app data', async () => {
@@ -590,7 +590,7 @@ describe('web UI against the headless app', { skip: reason ?? false }, () => {
     assert.notEqual(await page.locator('#setting-callback-token').innerText(), ready.callback_token, 'token masked by default');
     assert.equal(await page.locator('#setting-data-dir').innerText(), ready.data_dir);
     assert.ok(await page.locator('#settings-assistant').innerText().then((t) => /Not configured/.test(t)));
-    assert.ok(await page.locator('#settings-tunnel').innerText().then((t) => /Not configured/.test(t)));
+    assert.equal(await page.locator('#tunnel-settings-status').innerText(), 'Off');
     await page.getByRole('button', { name: 'Show' }).click();
     assert.equal(await page.locator('#setting-callback-token').innerText(), ready.callback_token);
     await page.getByRole('button', { name: 'Hide' }).click();

@@ -7,7 +7,8 @@ import { elapsedSince, h } from './dom';
 import { HistoryView, sessionTitle } from './history';
 import { InsightsView } from './insights';
 import { SettingsView } from './settings';
-import { Store, type Change } from './store';
+import { tunnelChip } from './tunnel';
+import { Store, tunnelActive, type Change } from './store';
 import { TranscriptView } from './transcript';
 import type { ApiResponse, StreamState, Subscription, Transport } from './transport';
 import type { Message, Session, TranscriptTurn } from './types';
@@ -29,6 +30,12 @@ const TABS: { id: Tab; label: string; key: string }[] = [
 const ASSISTANT_POLL_MS = 5000;
 /** Reading the whole view again after a status event waits this long (events come in bursts). */
 const ASSISTANT_REFRESH_MS = 300;
+/**
+ * `GET /api/tunnel` is read this often while Settings is open or a tunnel is configured (the
+ * tunnel has no event on the stream), and faster while it is connecting.
+ */
+const TUNNEL_POLL_MS = 5000;
+const TUNNEL_FAST_POLL_MS = 1000;
 
 /** The object an answer carries under `key`, or the answer itself (`{message}` or a bare message). */
 function unwrap(body: unknown, key: string): unknown {
@@ -67,6 +74,7 @@ export class App {
   private elapsedEl: HTMLElement | null = null;
   private connChip: HTMLElement;
   private assistantChip: HTMLButtonElement;
+  private tunnelChip: HTMLButtonElement;
   private barError: HTMLElement;
   private authBanner: HTMLElement;
 
@@ -81,6 +89,11 @@ export class App {
   private assistantTimer: ReturnType<typeof setTimeout> | undefined;
   private assistantPolledAt = 0;
   private assistantRefresh: ReturnType<typeof setTimeout> | undefined;
+  // Tunnel polling, with the same rule for answers that started before a change.
+  private tunnelEpoch = 0;
+  private tunnelBusy = 0;
+  private tunnelTimer: ReturnType<typeof setTimeout> | undefined;
+  private tunnelPolledAt = 0;
 
   constructor(
     mount: HTMLElement,
@@ -95,6 +108,7 @@ export class App {
       api: (m, p, b) => this.api(m, p, b),
       errorText,
       assistantCall: (m, p, b) => this.assistantCall(m, p, b),
+      tunnelCall: (m, p, b) => this.tunnelCall(m, p, b),
     });
 
     this.badge = h('span', { class: 'badge', hidden: true });
@@ -128,6 +142,11 @@ export class App {
       this.setTab('settings');
       this.settings.assistant.focus();
     });
+    this.tunnelChip = h('button', { class: 'chip chip-muted chip-button', type: 'button', id: 'tunnel-status' }, 'Tunnel: off');
+    this.tunnelChip.addEventListener('click', () => {
+      this.setTab('settings');
+      this.settings.tunnel.focus();
+    });
     this.barError = h('div', { class: 'bar-error', role: 'alert', hidden: true });
     this.authBanner = h('div', { class: 'auth-banner', hidden: true });
 
@@ -141,11 +160,7 @@ export class App {
         'div',
         { class: 'status-chips' },
         this.assistantChip,
-        h(
-          'span',
-          { class: 'chip chip-muted chip-placeholder', id: 'tunnel-status', title: 'Placeholder: tunnels are not built yet (the app is loopback only)' },
-          'Tunnel: not configured',
-        ),
+        this.tunnelChip,
         this.connChip,
       ),
     );
@@ -169,8 +184,12 @@ export class App {
     this.bindActive();
     this.setConn('connecting');
     this.renderAssistantChip();
+    this.renderTunnelChip();
     document.addEventListener('visibilitychange', () => {
-      if (document.visibilityState === 'visible') this.scheduleAssistantPoll(0);
+      if (document.visibilityState === 'visible') {
+        this.scheduleAssistantPoll(0);
+        this.scheduleTunnelPoll(0);
+      }
     });
   }
 
@@ -188,6 +207,7 @@ export class App {
     });
     await this.sub.ready;
     this.scheduleAssistantPoll(0);
+    this.scheduleTunnelPoll(0);
     await this.reload(true);
   }
 
@@ -200,7 +220,10 @@ export class App {
       return;
     }
     this.store.loadSessions(res.body, c0);
-    if (!first) this.scheduleAssistantPoll(0);
+    if (!first) {
+      this.scheduleAssistantPoll(0);
+      this.scheduleTunnelPoll(0);
+    }
     if (first && !this.activeId) {
       const live = this.store.sessionList().find((s) => s.is_call && !s.ended_at);
       if (live) this.open(live.session_id, null);
@@ -382,6 +405,65 @@ export class App {
     }, wait);
   }
 
+  // ---- the callback tunnel -----------------------------------------------------------------
+
+  /** A change to the tunnel (`POST` / `DELETE /api/tunnel`, `…/check`, `…/authtoken`); its answer goes to the store. */
+  async tunnelCall(method: string, path: string, body?: unknown): Promise<ApiResponse<unknown>> {
+    this.tunnelEpoch++;
+    this.tunnelBusy++;
+    try {
+      const res = await this.api<unknown>(method, path, body);
+      if (res.status === 200) this.store.setTunnel(res.body);
+      return res;
+    } finally {
+      this.tunnelBusy--;
+      this.tunnelEpoch++;
+      this.tunnelPolledAt = Date.now();
+      this.scheduleTunnelPoll();
+    }
+  }
+
+  private async pollTunnel(): Promise<void> {
+    if (this.tunnelBusy) return;
+    const epoch = this.tunnelEpoch;
+    this.tunnelPolledAt = Date.now();
+    try {
+      const res = await this.api<unknown>('GET', '/api/tunnel');
+      if (res.status !== 200 || this.tunnelBusy || epoch !== this.tunnelEpoch) return;
+      this.store.setTunnel(res.body);
+    } catch {
+      /* the next poll tries again */
+    }
+  }
+
+  /**
+   * Reads the tunnel `delay` ms from now; without `delay`, keeps polling while Settings is open or
+   * a tunnel is configured (every 5 s; every second while it is connecting).
+   */
+  private scheduleTunnelPoll(delay?: number): void {
+    clearTimeout(this.tunnelTimer);
+    let wait = delay;
+    if (wait === undefined) {
+      const t = this.store.tunnel;
+      if (this.tab !== 'settings' && !tunnelActive(t)) return;
+      const every = t?.state === 'connecting' ? TUNNEL_FAST_POLL_MS : TUNNEL_POLL_MS;
+      wait = Math.max(0, this.tunnelPolledAt + every - Date.now());
+    }
+    this.tunnelTimer = setTimeout(async () => {
+      if (document.visibilityState !== 'hidden') await this.pollTunnel();
+      this.scheduleTunnelPoll();
+    }, wait);
+  }
+
+  private renderTunnelChip(): void {
+    const c = tunnelChip(this.store.tunnel);
+    this.tunnelChip.textContent = c.text;
+    this.tunnelChip.className = `chip chip-button ${c.cls}`;
+    this.tunnelChip.dataset.state = c.state;
+    this.tunnelChip.title = c.title;
+    this.tunnelChip.setAttribute('aria-label', `${c.text}. ${c.title.split('\n')[0]} Open the tunnel settings.`);
+  }
+
   private renderAssistantChip(): void {
     const a = this.store.assistant;
     const status = a?.status ?? 'not_configured';
@@ -480,6 +562,7 @@ export class App {
     if (tab === 'settings') {
       void this.settings.load();
       this.scheduleAssistantPoll(0);
+      this.scheduleTunnelPoll(0);
     }
     if (tab === 'transcript') {
       this.dirty.transcript = true;
@@ -558,6 +641,10 @@ export class App {
         this.renderAssistantChip();
         this.settings.assistant.render(this.store.assistant);
         this.chat.setLink({ configured: this.store.assistant?.configured ?? true });
+        break;
+      case 'tunnel':
+        this.renderTunnelChip();
+        this.settings.tunnelChanged(this.store.tunnel);
         break;
       case 'session-created':
         // A new call takes the screen: that is what the user is about to talk in.

@@ -1,12 +1,13 @@
 // Settings: the callback address and token (copy, rotate with confirmation), the data folder,
-// the assistant link (assistant.ts), and a clearly marked place for the tunnel (not built yet).
+// the assistant link (assistant.ts) and the callback tunnel (tunnel.ts).
 
 import { AssistantSettings, type AssistantActions } from './assistant';
 import { copyText, h } from './dom';
 import type { ApiResponse } from './transport';
-import type { Settings } from './types';
+import { TunnelSettings, type TunnelActions } from './tunnel';
+import type { Settings, Tunnel } from './types';
 
-export interface SettingsActions extends AssistantActions {
+export interface SettingsActions extends AssistantActions, Omit<TunnelActions, 'rotateToken'> {
   api<T>(method: string, path: string, body?: unknown): Promise<ApiResponse<T>>;
   errorText(res: ApiResponse<unknown>): string;
 }
@@ -34,9 +35,11 @@ export class SettingsView {
   private status: HTMLElement;
   private revealed = false;
   readonly assistant: AssistantSettings;
+  readonly tunnel: TunnelSettings;
 
   constructor(private actions: SettingsActions) {
     this.assistant = new AssistantSettings(actions);
+    this.tunnel = new TunnelSettings({ ...actions, rotateToken: () => this.askRotate(true) });
     this.revealBtn = h('button', { class: 'btn btn-small', type: 'button', 'aria-pressed': 'false' }, 'Show');
     this.revealBtn.addEventListener('click', () => {
       this.revealed = !this.revealed;
@@ -74,7 +77,7 @@ export class SettingsView {
         this.assistant.card,
         h(
           'fieldset',
-          { class: 'card' },
+          { class: 'card', id: 'settings-callback' },
           h('legend', null, 'Callback (your assistant posts here)'),
           row('Callback URL', this.urlEl, copyButton('callback URL', () => this.settings?.callback_url ?? '')),
           row('Callback token', this.tokenEl, this.revealBtn, copyButton('callback token', () => this.settings?.callback_token ?? ''), this.rotateBtn),
@@ -88,12 +91,7 @@ export class SettingsView {
           row('Data folder', this.dataDirEl, copyButton('data folder', () => this.settings?.data_dir ?? '')),
           h('div', { class: 'setting-row' }, h('div', { class: 'setting-label' }, 'Timers'), h('div', { class: 'setting-field' }, this.timersEl)),
         ),
-        h(
-          'fieldset',
-          { class: 'card card-placeholder', id: 'settings-tunnel' },
-          h('legend', null, 'Tunnel'),
-          h('p', null, h('span', { class: 'chip chip-muted' }, 'Not configured'), ' Placeholder: a tunnel for an assistant that runs on another machine will be set up here. The callback listener and the assistant link are loopback only for now.'),
-        ),
+        this.tunnel.card,
       ),
     );
   }
@@ -106,6 +104,15 @@ export class SettingsView {
     }
     this.settings = res.body;
     this.paint();
+  }
+
+  /** The tunnel changed: the advertised callback URL follows it. */
+  tunnelChanged(t: Tunnel | null): void {
+    this.tunnel.render(t);
+    if (this.settings && t?.callback_url && t.callback_url !== this.settings.callback_url) {
+      this.settings.callback_url = t.callback_url;
+      this.paint();
+    }
   }
 
   private paint(): void {
@@ -123,7 +130,10 @@ export class SettingsView {
   private askRotate(open: boolean): void {
     this.confirmBox.hidden = !open;
     this.rotateBtn.setAttribute('aria-expanded', String(open));
-    if (open) (this.confirmBox.querySelector('#confirm-rotate') as HTMLButtonElement | null)?.focus();
+    if (open) {
+      this.confirmBox.scrollIntoView({ block: 'center', behavior: 'smooth' });
+      (this.confirmBox.querySelector('#confirm-rotate') as HTMLButtonElement | null)?.focus();
+    }
     else this.rotateBtn.focus();
   }
 

@@ -25,6 +25,7 @@ import type {
   Session,
   SwEvent,
   TranscriptTurn,
+  Tunnel,
   Typing,
 } from './types';
 
@@ -41,7 +42,9 @@ export type Change =
   | { kind: 'unread'; sessionId: string }
   | { kind: 'transcript'; sessionId: string; added: TranscriptTurn | null }
   /** The assistant link changed; `fromEvent`: through an `assistant_status` event (a patch). */
-  | { kind: 'assistant'; fromEvent: boolean };
+  | { kind: 'assistant'; fromEvent: boolean }
+  /** The callback tunnel changed (`/api/tunnel…` answers). */
+  | { kind: 'tunnel' };
 
 export interface Conversation {
   sessionId: string;
@@ -337,6 +340,51 @@ function payload(ev: SwEvent, key: string): unknown {
   return v;
 }
 
+const TUNNEL_KINDS: ReadonlySet<string> = new Set(['ngrok', 'external']);
+const tunnelKind = (v: unknown): 'ngrok' | 'external' | null => (typeof v === 'string' && TUNNEL_KINDS.has(v) ? (v as 'ngrok' | 'external') : null);
+
+/** A `{tunnel}` answer (`GET` / `POST` / `DELETE /api/tunnel…`); null if it is not one. */
+export function normTunnel(raw: unknown): Tunnel | null {
+  if (!isObj(raw) || typeof raw.state !== 'string') return null;
+  const err = raw.error;
+  const allow = raw.assistant_allow;
+  const c = isObj(raw.config) ? raw.config : {};
+  const src = c.authtoken_source;
+  return {
+    state: raw.state,
+    kind: tunnelKind(raw.kind),
+    public_url: str(raw.public_url),
+    callback_url: str(raw.callback_url),
+    local_callback_url: str(raw.local_callback_url),
+    detail: str(raw.detail) ?? '',
+    error: isObj(err) ? { code: str(err.code) ?? '', message: str(err.message) ?? '' } : null,
+    since: str(raw.since),
+    attempt: typeof raw.attempt === 'number' ? raw.attempt : 0,
+    next_retry_at: str(raw.next_retry_at),
+    verified: typeof raw.verified === 'boolean' ? raw.verified : null,
+    checked_at: str(raw.checked_at),
+    assistant_allow:
+      isObj(allow) && typeof allow.line === 'string' && allow.line
+        ? { variable: str(allow.variable) ?? '', value: str(allow.value) ?? '', line: allow.line }
+        : null,
+    config: {
+      kind: tunnelKind(c.kind),
+      enabled: c.enabled === true,
+      url: str(c.url),
+      domain: str(c.domain),
+      check_interval_secs: typeof c.check_interval_secs === 'number' ? c.check_interval_secs : null,
+      verify: c.verify !== false,
+      authtoken_set: c.authtoken_set === true,
+      authtoken_source: src === 'saved' || src === 'env' ? src : null,
+    },
+  };
+}
+
+/** A tunnel is worth watching (the call bar polls it): it is on, or not yet off. */
+export function tunnelActive(t: Tunnel | null): boolean {
+  return !!t && (t.config.enabled || t.state !== 'off');
+}
+
 // ---------------------------------------------------------------------------------------------
 
 export class Store {
@@ -354,6 +402,9 @@ export class Store {
   private assistantJson = '';
   /** Cursor of the last `assistant_status` event applied. */
   private assistantStatusVer = -1;
+  /** The callback tunnel as last reported (null until the first answer). */
+  tunnel: Tunnel | null = null;
+  private tunnelJson = '';
 
   subscribe(fn: (c: Change) => void): () => void {
     this.listeners.add(fn);
@@ -622,6 +673,18 @@ export class Store {
     this.assistantJson = json;
     this.assistant = a;
     this.emit({ kind: 'assistant', fromEvent });
+    return true;
+  }
+
+  /** The tunnel from an answer of `/api/tunnel…`. Returns whether anything changed. */
+  setTunnel(raw: unknown): boolean {
+    const t = normTunnel(raw);
+    if (!t) return false;
+    const json = JSON.stringify(t);
+    if (json === this.tunnelJson) return false;
+    this.tunnelJson = json;
+    this.tunnel = t;
+    this.emit({ kind: 'tunnel' });
     return true;
   }
 

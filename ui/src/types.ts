@@ -77,6 +77,38 @@ export interface Assistant {
   last_error: { code: string; message: string; at: string | null } | null;
 }
 
+export type TunnelState = 'off' | 'connecting' | 'online' | 'failed';
+export type TunnelKind = 'ngrok' | 'external';
+
+/** `GET /api/tunnel` (and the answers of its other routes): the callback tunnel. */
+export interface Tunnel {
+  state: TunnelState | string;
+  kind: TunnelKind | null;
+  public_url: string | null;
+  /** The advertised callback URL (the tunnel's origin while it is up, else the loopback one). */
+  callback_url: string | null;
+  local_callback_url: string | null;
+  detail: string;
+  error: { code: string; message: string } | null;
+  since: string | null;
+  attempt: number;
+  next_retry_at: string | null;
+  verified: boolean | null;
+  checked_at: string | null;
+  /** What the remote assistant must allow (null: nothing, e.g. no tunnel or a loopback origin). */
+  assistant_allow: { variable: string; value: string; line: string } | null;
+  config: {
+    kind: TunnelKind | null;
+    enabled: boolean;
+    url: string | null;
+    domain: string | null;
+    check_interval_secs: number | null;
+    verify: boolean;
+    authtoken_set: boolean;
+    authtoken_source: 'saved' | 'env' | null;
+  };
+}
+
 export interface Insight {
   id: string | number;
   /** The chat session the insight belongs to (not the `insights:` one). */
