@@ -83,6 +83,21 @@ pub struct ControlApi {
     pub tunnel: TunnelManager,
 }
 
+/// A control API answer: `Ok` and `Err` both carry the status and the JSON body.
+pub(crate) type Answer = Result<(StatusCode, Value), (StatusCode, Value)>;
+
+pub(crate) fn not_allowed() -> (StatusCode, Value) {
+    error_json(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    )
+}
+
+pub(crate) fn bad(code: &str, msg: impl std::fmt::Display) -> (StatusCode, Value) {
+    error_json(StatusCode::BAD_REQUEST, code, msg)
+}
+
 pub(crate) fn error_json(
     status: StatusCode,
     code: &str,
@@ -159,13 +174,6 @@ impl ControlApi {
             .split('/')
             .collect();
         let c = &self.conversation;
-        let not_allowed = || {
-            error_json(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "method not allowed on this route",
-            )
-        };
         match segs.as_slice() {
             ["api", "calls"] => {
                 if method != Method::POST {

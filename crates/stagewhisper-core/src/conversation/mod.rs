@@ -1271,16 +1271,7 @@ impl Core {
             if self.idx(&cb.session_id).final_extends(&scope, &text) {
                 return Outcome::Duplicate; // arrived after its final text
             }
-            let d = Draft::new(
-                &cb.session_id,
-                &scope,
-                &cb.task_id,
-                cb.user_message_id.as_deref(),
-                self.sort_key(cb.occurred_at, now),
-                cb.occurred_at.map(fmt_time),
-                fmt_time(now),
-                now.timestamp_millis(),
-            );
+            let d = self.new_draft(cb, now);
             self.state.drafts.insert(key.clone(), d);
         }
         let d = self.state.drafts.get_mut(&key).expect("inserted above");
@@ -1290,21 +1281,26 @@ impl Core {
         Outcome::Applied
     }
 
+    /// A new draft for the callback's task and scope, placed at the callback's time.
+    fn new_draft(&self, cb: &Callback, now: DateTime<Utc>) -> Draft {
+        Draft::new(
+            &cb.session_id,
+            cb.scope(),
+            &cb.task_id,
+            cb.user_message_id.as_deref(),
+            self.sort_key(cb.occurred_at, now),
+            cb.occurred_at.map(fmt_time),
+            fmt_time(now),
+            now.timestamp_millis(),
+        )
+    }
+
     fn apply_chunk(&mut self, cb: &Callback, events: &mut Vec<Event>) {
         let chunk = cb.chunk.as_ref().expect("parsed stream has a chunk");
         let now = self.clock.now();
         let key = (cb.session_id.clone(), DraftKey::Task(cb.task_id.clone()));
         if !self.state.drafts.contains_key(&key) {
-            let d = Draft::new(
-                &cb.session_id,
-                cb.scope(),
-                &cb.task_id,
-                cb.user_message_id.as_deref(),
-                self.sort_key(cb.occurred_at, now),
-                cb.occurred_at.map(fmt_time),
-                fmt_time(now),
-                now.timestamp_millis(),
-            );
+            let d = self.new_draft(cb, now);
             self.state.drafts.insert(key.clone(), d);
         }
         let d = self.state.drafts.get_mut(&key).expect("inserted above");

@@ -15,7 +15,10 @@
 use super::config::Mode;
 use super::summary;
 use super::ConfigUpdate;
-use crate::api::{core_error, error_json, ok, opt_string, parse_body, ControlApi, MAX_USER_TEXT};
+use crate::api::{
+    bad, core_error, error_json, not_allowed, ok, opt_string, parse_body, Answer, ControlApi,
+    MAX_USER_TEXT,
+};
 use crate::conversation::{CoreError, DeliveryState, DeliveryUpdate};
 use crate::faults::Faults;
 use crate::model::{MessageKind, MessageView, TranscriptView};
@@ -23,22 +26,8 @@ use crate::protocol::{Status, INSIGHTS_PREFIX};
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 
-type Answer = Result<(StatusCode, Value), (StatusCode, Value)>;
-
 /// Longest speaker name.
 pub const MAX_SPEAKER: usize = 100;
-
-fn not_allowed() -> (StatusCode, Value) {
-    error_json(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "method not allowed on this route",
-    )
-}
-
-fn bad(code: &str, msg: impl std::fmt::Display) -> (StatusCode, Value) {
-    error_json(StatusCode::BAD_REQUEST, code, msg)
-}
 
 /// Routes a request if it is one of the link's; `None` otherwise.
 pub(crate) async fn dispatch(

@@ -14,27 +14,13 @@
 //! sentence), `500 settings_write_failed`.
 
 use super::{TunnelManager, TunnelRequest};
-use crate::api::{error_json, ok, opt_string, parse_body};
+use crate::api::{bad, error_json, not_allowed, ok, opt_string, parse_body, Answer};
 use hyper::{Method, StatusCode};
 use serde_json::Value;
 use std::time::Duration;
 
-type Answer = Result<(StatusCode, Value), (StatusCode, Value)>;
-
 /// Longest `wait_secs`.
 pub const MAX_WAIT_SECS: u64 = 60;
-
-fn not_allowed() -> (StatusCode, Value) {
-    error_json(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "method not allowed on this route",
-    )
-}
-
-fn bad(code: &str, msg: impl std::fmt::Display) -> (StatusCode, Value) {
-    error_json(StatusCode::BAD_REQUEST, code, msg)
-}
 
 fn opt_u64(body: &Value, key: &'static str) -> Result<Option<u64>, (StatusCode, Value)> {
     match body.get(key) {
