@@ -122,21 +122,7 @@ async fn flood(target: Arc<Target>, conns: usize, secs: f64) -> Result {
             (lat, errors)
         }));
     }
-    let mut latencies_us = Vec::new();
-    let mut errors = 0;
-    for t in tasks {
-        let (l, e) = t.await.unwrap();
-        latencies_us.extend(l);
-        errors += e;
-    }
-    let elapsed = start.elapsed();
-    latencies_us.sort_unstable();
-    Result {
-        requests: latencies_us.len() as u64,
-        errors,
-        elapsed,
-        latencies_us,
-    }
+    collect(tasks, start).await
 }
 
 /// Submits callbacks straight to the conversation from `conns` tasks.
@@ -168,6 +154,11 @@ async fn flood_core(app: &App, session_id: &str, conns: usize, secs: f64) -> Res
             (lat, errors)
         }));
     }
+    collect(tasks, start).await
+}
+
+/// Joins the senders: their latencies (sorted) and error counts.
+async fn collect(tasks: Vec<tokio::task::JoinHandle<(Vec<u64>, u64)>>, start: Instant) -> Result {
     let mut latencies_us = Vec::new();
     let mut errors = 0;
     for t in tasks {
