@@ -22,12 +22,15 @@ use std::time::{Duration, Instant};
 struct Args {
     secs: f64,
     conns: Vec<usize>,
+    /// `--profile durable|core`: run only that one flood (for a profiler), no comparison.
+    profile: Option<String>,
 }
 
 fn args() -> Args {
     let mut a = Args {
         secs: 5.0,
         conns: vec![1, 64],
+        profile: None,
     };
     let v: Vec<String> = std::env::args().collect();
     let mut i = 1;
@@ -42,6 +45,10 @@ fn args() -> Args {
                     .split(',')
                     .map(|c| c.parse().expect("--conns 1,64"))
                     .collect();
+                i += 1;
+            }
+            "--profile" => {
+                a.profile = Some(v[i + 1].clone());
                 i += 1;
             }
             _ => {} // cargo bench passes --bench
@@ -76,6 +83,10 @@ impl Result {
         self.latencies_us[i] as f64 / 1000.0
     }
 }
+
+// The allocator the app binary uses (src-tauri/src/main.rs), so the figures are the app's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -228,6 +239,20 @@ fn main() {
         // The same app with every commit fsynced (--durability power-loss), for comparison.
         let (app_full, durable_full, _, _dir_full) = start_durable(Durability::PowerLoss).await;
         let bare = Arc::new(start_bare().await);
+        if let Some(which) = &a.profile {
+            for &c in &a.conns {
+                let r = match which.as_str() {
+                    "durable" => flood(durable.clone(), c, a.secs).await,
+                    "core" => flood_core(&app, &session, c, a.secs).await,
+                    "bare" => flood(bare.clone(), c, a.secs).await,
+                    other => panic!("--profile durable|core|bare, not {other}"),
+                };
+                println!("{which} {c} conns: {:.0} req/s, p99 {:.3} ms", r.rps(), r.pct(0.99));
+            }
+            app.shutdown().await;
+            app_full.shutdown().await;
+            return;
+        }
         println!(
             "ingest benchmark: {} s per run, {} cores; durable = WAL synchronous=NORMAL (default, crash-safe), durable-fsync = synchronous=FULL; group commit",
             a.secs,

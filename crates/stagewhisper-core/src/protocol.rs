@@ -1,13 +1,16 @@
 //! Wire types of the direct-relay callback (`POST {callback_url}/tasks/{task_id}`) and their
 //! strict parsing. Knows nothing about HTTP transport, SQL or the UI.
 //!
-//! Parsing is deliberately hand-written over `serde_json::Value` so every rejection maps to one
-//! stable error code (see [`ProtocolError::code`]); unknown fields are ignored and every field but
+//! Parsing reads each known field as "absent, null, a string or something else" ([`Field`]) and
+//! checks it by hand, so every rejection maps to one stable error code (see
+//! [`ProtocolError::code`]); unknown fields are skipped without being built, and every field but
 //! `session_id` and `status` is optional, because real assistants send more (and less) than the
 //! seed documents.
 
 use chrono::{DateTime, Utc};
-use serde_json::{Map, Value};
+use serde::de::{self, IgnoredAny};
+use serde_json::Value;
+use std::borrow::Cow;
 
 /// Maximum accepted callback body (bytes).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -159,24 +162,117 @@ pub fn parse_task_id(s: &str) -> Result<String, ProtocolError> {
     }
 }
 
+/// One known field of a callback body, as found: borrowed from the body when it has no escapes.
+#[derive(Debug, Default)]
+enum Field<'a> {
+    #[default]
+    Absent,
+    Null,
+    Str(Cow<'a, str>),
+    /// A number, boolean, array or object (skipped, not built).
+    Other,
+}
+
+impl<'de: 'a, 'a> de::Deserialize<'de> for Field<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> de::Visitor<'de> for V<'a> {
+            type Value = Field<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Field<'a>, E> {
+                Ok(Field::Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Field<'a>, E> {
+                Ok(Field::Str(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Field<'a>, E> {
+                Ok(Field::Str(Cow::Owned(v)))
+            }
+            fn visit_unit<E>(self) -> Result<Field<'a>, E> {
+                Ok(Field::Null)
+            }
+            fn visit_none<E>(self) -> Result<Field<'a>, E> {
+                Ok(Field::Null)
+            }
+            fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Field<'a>, D::Error> {
+                <Field<'a> as de::Deserialize<'de>>::deserialize(d)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Field<'a>, E> {
+                Ok(Field::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Field<'a>, E> {
+                Ok(Field::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Field<'a>, E> {
+                Ok(Field::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Field<'a>, E> {
+                Ok(Field::Other)
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<Field<'a>, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Field::Other)
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut a: A) -> Result<Field<'a>, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Field::Other)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// The fields a callback can carry; anything else in the body is skipped.
+#[derive(serde::Deserialize)]
+struct Body<'a> {
+    #[serde(default, borrow)]
+    session_id: Field<'a>,
+    #[serde(default, borrow)]
+    status: Field<'a>,
+    #[serde(default, borrow)]
+    task_id: Field<'a>,
+    #[serde(default, borrow)]
+    message_id: Field<'a>,
+    #[serde(default, borrow)]
+    user_message_id: Field<'a>,
+    #[serde(default, borrow)]
+    reply_text: Field<'a>,
+    #[serde(default, borrow)]
+    label: Field<'a>,
+    #[serde(default, borrow)]
+    error_code: Field<'a>,
+    #[serde(default, borrow)]
+    error_message: Field<'a>,
+    #[serde(default, borrow)]
+    occurred_at: Field<'a>,
+    #[serde(default)]
+    chunk: Option<Value>,
+}
+
 /// Parses and validates a callback body for the task id from the path.
 pub fn parse_callback(task_id: &str, body: &[u8]) -> Result<Callback, ProtocolError> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| ProtocolError::InvalidJson(e.to_string()))?;
-    let Value::Object(obj) = value else {
+    // A struct would also accept a JSON array (positional fields): only an object is a callback.
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first.is_some_and(|b| *b != b'{') {
+        serde_json::from_slice::<IgnoredAny>(body)
+            .map_err(|e| ProtocolError::InvalidJson(e.to_string()))?;
         return Err(ProtocolError::InvalidJson("expected an object".into()));
-    };
-    let session_id = required_str(&obj, "session_id")?;
-    let status_raw = required_str(&obj, "status")?;
+    }
+    let obj: Body<'_> =
+        serde_json::from_slice(body).map_err(|e| ProtocolError::InvalidJson(e.to_string()))?;
+    let session_id = required_str(obj.session_id, "session_id")?;
+    let status_raw = required_str(obj.status, "status")?;
     // Type-check the optional fields before looking at their meaning.
-    let body_task_id = optional_str(&obj, "task_id")?;
-    let message_id = optional_str(&obj, "message_id")?;
-    let user_message_id = optional_str(&obj, "user_message_id")?;
-    let reply_text = optional_text(&obj, "reply_text")?;
-    let label = optional_text(&obj, "label")?;
-    let error_code = optional_str(&obj, "error_code")?;
-    let error_message = optional_text(&obj, "error_message")?;
-    let occurred_raw = optional_str(&obj, "occurred_at")?;
+    let body_task_id = optional_str(obj.task_id, "task_id")?;
+    let message_id = optional_str(obj.message_id, "message_id")?;
+    let user_message_id = optional_str(obj.user_message_id, "user_message_id")?;
+    let reply_text = optional_text(obj.reply_text, "reply_text")?;
+    let label = optional_text(obj.label, "label")?;
+    let error_code = optional_str(obj.error_code, "error_code")?;
+    let error_message = optional_text(obj.error_message, "error_message")?;
+    let occurred_raw = optional_str(obj.occurred_at, "occurred_at")?;
     if let Some(t) = &body_task_id {
         if !t.eq_ignore_ascii_case(task_id) {
             return Err(ProtocolError::TaskIdMismatch);
@@ -203,7 +299,7 @@ pub fn parse_callback(task_id: &str, body: &[u8]) -> Result<Callback, ProtocolEr
         {
             return Err(ProtocolError::EmptyReplyText(status.as_str()));
         }
-        Status::Stream => cb.chunk = Some(parse_chunk(obj.get("chunk"))?),
+        Status::Stream => cb.chunk = Some(parse_chunk(obj.chunk.as_ref())?),
         _ => {}
     }
     Ok(cb)
@@ -242,41 +338,34 @@ fn parse_chunk(v: Option<&Value>) -> Result<StreamChunk, ProtocolError> {
     })
 }
 
-fn required_str(obj: &Map<String, Value>, key: &'static str) -> Result<String, ProtocolError> {
-    match obj.get(key) {
-        Some(Value::String(s)) if !s.is_empty() => {
+fn required_str(f: Field<'_>, key: &'static str) -> Result<String, ProtocolError> {
+    match f {
+        Field::Str(s) if !s.is_empty() => {
             if s.len() > MAX_ID_LEN {
                 Err(ProtocolError::InvalidField(key))
             } else {
-                Ok(s.clone())
+                Ok(s.into_owned())
             }
         }
-        Some(Value::String(_)) | Some(Value::Null) | None => Err(ProtocolError::MissingField(key)),
-        Some(_) => Err(ProtocolError::MissingField(key)),
+        _ => Err(ProtocolError::MissingField(key)),
     }
 }
 
 /// An optional id-like string (bounded length); `null` means absent.
-fn optional_str(
-    obj: &Map<String, Value>,
-    key: &'static str,
-) -> Result<Option<String>, ProtocolError> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.len() <= MAX_ID_LEN => Ok(Some(s.clone())),
-        Some(_) => Err(ProtocolError::InvalidField(key)),
+fn optional_str(f: Field<'_>, key: &'static str) -> Result<Option<String>, ProtocolError> {
+    match f {
+        Field::Absent | Field::Null => Ok(None),
+        Field::Str(s) if s.len() <= MAX_ID_LEN => Ok(Some(s.into_owned())),
+        _ => Err(ProtocolError::InvalidField(key)),
     }
 }
 
 /// An optional free-text field (bounded only by the body cap); `null` means absent.
-fn optional_text(
-    obj: &Map<String, Value>,
-    key: &'static str,
-) -> Result<Option<String>, ProtocolError> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(ProtocolError::InvalidField(key)),
+fn optional_text(f: Field<'_>, key: &'static str) -> Result<Option<String>, ProtocolError> {
+    match f {
+        Field::Absent | Field::Null => Ok(None),
+        Field::Str(s) => Ok(Some(s.into_owned())),
+        Field::Other => Err(ProtocolError::InvalidField(key)),
     }
 }
 
@@ -357,7 +446,23 @@ mod tests {
     fn error_codes() {
         let code = |b: &str| parse(b).unwrap_err().code();
         assert_eq!(code("[]"), "invalid_json");
+        // An array would fill a struct positionally: only an object is a callback.
+        assert_eq!(code(r#" ["s", "typing"]"#), "invalid_json");
+        assert_eq!(code(r#""s""#), "invalid_json");
+        assert_eq!(code(""), "invalid_json");
         assert_eq!(code("{"), "invalid_json");
+        assert_eq!(
+            code(r#"{"session_id":"s","status":"typing"} x"#),
+            "invalid_json"
+        );
+        assert_eq!(
+            code(r#"{"session_id":["s"],"status":"typing"}"#),
+            "missing_field"
+        );
+        assert_eq!(
+            code(r#"{"session_id":"s","status":"typing","message_id":{"a":[1]}}"#),
+            "invalid_field"
+        );
         assert_eq!(code(r#"{"status":"typing"}"#), "missing_field");
         assert_eq!(
             code(r#"{"session_id":"","status":"typing"}"#),
@@ -392,6 +497,16 @@ mod tests {
             "invalid_chunk"
         );
         assert_eq!(parse_task_id("x").unwrap_err().code(), "invalid_task_id");
+    }
+
+    #[test]
+    fn escaped_strings_and_nested_unknown_fields() {
+        let cb = parse(
+            r#"{"session_id":"s\u0031","status":"message","reply_text":"a \"quoted\" \u00e9\n","meta":{"deep":[1,{"x":null}],"s":"}"}}"#,
+        )
+        .unwrap();
+        assert_eq!(cb.session_id, "s1");
+        assert_eq!(cb.reply_text.as_deref(), Some("a \"quoted\" é\n"));
     }
 
     #[test]

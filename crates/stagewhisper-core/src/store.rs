@@ -20,10 +20,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::Notify;
 
+mod raw;
+pub use raw::{Param, RawConn, RawError};
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database error: {0}")]
     Sql(#[from] sqlx::Error),
+    #[error("database error: {0}")]
+    Raw(#[from] RawError),
+    #[error("cannot start the writer thread: {0}")]
+    Thread(#[from] std::io::Error),
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
@@ -429,195 +436,128 @@ pub mod write {
         Ok((seq("messages") + 1, seq("events") + 1))
     }
 
-    /// Applies a batch's ops. Inserts are grouped into multi-row statements (in power-of-two
-    /// sizes so few distinct statements get prepared); the rest run in order after them, which
-    /// is equivalent because nothing updates or deletes a row before inserting it.
-    pub async fn apply(conn: &mut SqliteConnection, ops: &[Op]) -> Result<(), StoreError> {
-        for op in ops {
-            if let Op::InsertSession(s) = op {
-                insert_session(conn, s).await?;
+    /// Commits a batch's ops in one transaction on the writer's raw handle, in order. On any
+    /// error the transaction is rolled back: nothing of the batch is written.
+    pub fn commit<'a>(
+        db: &mut RawConn,
+        mut ops: impl Iterator<Item = &'a Op>,
+    ) -> Result<(), StoreError> {
+        db.execute("BEGIN", &[])?;
+        let result = ops
+            .try_for_each(|op| apply(db, op))
+            .and_then(|()| db.execute("COMMIT", &[]).map(drop));
+        if result.is_err() && db.in_transaction() {
+            let _ = db.execute("ROLLBACK", &[]);
+        }
+        Ok(result?)
+    }
+
+    const INSERT_MESSAGE: &str = "INSERT INTO messages (id, session_id, kind, text, message_id, \
+         task_id, user_message_id, scope, content_key, error_code, occurred_at, received_at, \
+         sort_key, draft, draft_key, hidden, speaker, delivery, delivery_error) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+    fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
+        match op {
+            Op::InsertSession(s) => {
+                db.execute(
+                    "INSERT INTO sessions (session_id, kind, is_call, call_id, title, created_at) \
+                     VALUES (?, ?, ?, ?, ?, ?)",
+                    &[
+                        (&s.session_id).into(),
+                        (&s.kind).into(),
+                        s.is_call.into(),
+                        (&s.call_id).into(),
+                        (&s.title).into(),
+                        (&s.created_at).into(),
+                    ],
+                )?;
+            }
+            Op::InsertMessage(m) => {
+                db.execute(
+                    INSERT_MESSAGE,
+                    &[
+                        m.id.into(),
+                        (&m.session_id).into(),
+                        m.kind.as_str().into(),
+                        (&m.text).into(),
+                        (&m.message_id).into(),
+                        (&m.task_id).into(),
+                        (&m.user_message_id).into(),
+                        (&m.scope).into(),
+                        (&m.content_key).into(),
+                        (&m.error_code).into(),
+                        (&m.occurred_at).into(),
+                        (&m.received_at).into(),
+                        m.sort_key.into(),
+                        m.draft.into(),
+                        (&m.draft_key).into(),
+                        m.hidden.into(),
+                        (&m.speaker).into(),
+                        (&m.delivery).into(),
+                        (&m.delivery_error).into(),
+                    ],
+                )?;
+            }
+            Op::UpdateMessage(m) => {
+                db.execute(
+                    "UPDATE OR IGNORE messages SET text = ?, message_id = ?, content_key = ?, \
+                     occurred_at = ?, draft = ?, draft_key = ?, hidden = ?, task_id = ?, \
+                     delivery = ?, delivery_error = ? WHERE id = ?",
+                    &[
+                        (&m.text).into(),
+                        (&m.message_id).into(),
+                        (&m.content_key).into(),
+                        (&m.occurred_at).into(),
+                        m.draft.into(),
+                        (&m.draft_key).into(),
+                        m.hidden.into(),
+                        (&m.task_id).into(),
+                        (&m.delivery).into(),
+                        (&m.delivery_error).into(),
+                        m.id.into(),
+                    ],
+                )?;
+            }
+            Op::DeleteMessage(id) => {
+                db.execute("DELETE FROM messages WHERE id = ?", &[(*id).into()])?;
+            }
+            Op::InsertEvent {
+                id,
+                session_id,
+                data,
+            } => {
+                db.execute(
+                    "INSERT INTO events (id, session_id, data) VALUES (?, ?, ?)",
+                    &[(*id).into(), session_id.into(), data.into()],
+                )?;
+            }
+            Op::EndSessions { ids, at } => {
+                for id in ids {
+                    db.execute(
+                        "UPDATE sessions SET ended_at = ? WHERE session_id = ? AND ended_at IS NULL",
+                        &[at.into(), id.into()],
+                    )?;
+                }
+            }
+            Op::DeleteSessions {
+                ids,
+                at,
+                events_before,
+            } => {
+                for id in ids {
+                    db.execute(
+                        "UPDATE sessions SET deleted_at = ? WHERE session_id = ?",
+                        &[at.into(), id.into()],
+                    )?;
+                    db.execute("DELETE FROM messages WHERE session_id = ?", &[id.into()])?;
+                    db.execute(
+                        "DELETE FROM events WHERE session_id = ? AND id < ?",
+                        &[id.into(), (*events_before).into()],
+                    )?;
+                }
             }
         }
-        let messages: Vec<&MessageRow> = ops
-            .iter()
-            .filter_map(|o| match o {
-                Op::InsertMessage(m) => Some(m),
-                _ => None,
-            })
-            .collect();
-        for r in chunks(messages.len()) {
-            insert_messages(conn, &messages[r]).await?;
-        }
-        let events: Vec<(i64, &str, &str)> = ops
-            .iter()
-            .filter_map(|o| match o {
-                Op::InsertEvent {
-                    id,
-                    session_id,
-                    data,
-                } => Some((*id, session_id.as_str(), data.as_str())),
-                _ => None,
-            })
-            .collect();
-        for r in chunks(events.len()) {
-            insert_events(conn, &events[r]).await?;
-        }
-        for op in ops {
-            match op {
-                Op::UpdateMessage(m) => update_message(conn, m).await?,
-                Op::DeleteMessage(id) => {
-                    sqlx::query("DELETE FROM messages WHERE id = ?")
-                        .bind(id)
-                        .execute(&mut *conn)
-                        .await?;
-                }
-                Op::EndSessions { ids, at } => {
-                    for id in ids {
-                        sqlx::query(
-                            "UPDATE sessions SET ended_at = ? WHERE session_id = ? AND ended_at IS NULL",
-                        )
-                        .bind(at)
-                        .bind(id)
-                        .execute(&mut *conn)
-                        .await?;
-                    }
-                }
-                Op::DeleteSessions {
-                    ids,
-                    at,
-                    events_before,
-                } => {
-                    for id in ids {
-                        sqlx::query("UPDATE sessions SET deleted_at = ? WHERE session_id = ?")
-                            .bind(at)
-                            .bind(id)
-                            .execute(&mut *conn)
-                            .await?;
-                        sqlx::query("DELETE FROM messages WHERE session_id = ?")
-                            .bind(id)
-                            .execute(&mut *conn)
-                            .await?;
-                        sqlx::query("DELETE FROM events WHERE session_id = ? AND id < ?")
-                            .bind(id)
-                            .bind(events_before)
-                            .execute(&mut *conn)
-                            .await?;
-                    }
-                }
-                Op::InsertSession(_) | Op::InsertMessage(_) | Op::InsertEvent { .. } => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// Splits `len` rows into power-of-two chunks (at most 256 rows each).
-    fn chunks(len: usize) -> Vec<std::ops::Range<usize>> {
-        let mut v = Vec::new();
-        let mut start = 0;
-        while start < len {
-            let rest = (len - start).min(256);
-            let n = 1usize << (usize::BITS - 1 - rest.leading_zeros());
-            v.push(start..start + n);
-            start += n;
-        }
-        v
-    }
-
-    fn values_sql(cols: usize, rows: usize) -> String {
-        let one = format!("({})", vec!["?"; cols].join(", "));
-        vec![one; rows].join(", ")
-    }
-
-    async fn insert_messages(
-        conn: &mut SqliteConnection,
-        rows: &[&MessageRow],
-    ) -> Result<(), StoreError> {
-        let sql = format!(
-            "INSERT INTO messages (id, session_id, kind, text, message_id, task_id, user_message_id, \
-             scope, content_key, error_code, occurred_at, received_at, sort_key, draft, draft_key, \
-             hidden, speaker, delivery, delivery_error) VALUES {} ON CONFLICT DO NOTHING",
-            values_sql(19, rows.len())
-        );
-        let mut q = sqlx::query(&sql);
-        for m in rows {
-            q = q
-                .bind(m.id)
-                .bind(&m.session_id)
-                .bind(m.kind.as_str())
-                .bind(&m.text)
-                .bind(&m.message_id)
-                .bind(&m.task_id)
-                .bind(&m.user_message_id)
-                .bind(&m.scope)
-                .bind(&m.content_key)
-                .bind(&m.error_code)
-                .bind(&m.occurred_at)
-                .bind(&m.received_at)
-                .bind(m.sort_key)
-                .bind(m.draft as i64)
-                .bind(&m.draft_key)
-                .bind(m.hidden as i64)
-                .bind(&m.speaker)
-                .bind(&m.delivery)
-                .bind(&m.delivery_error);
-        }
-        q.execute(&mut *conn).await?;
-        Ok(())
-    }
-
-    async fn insert_events(
-        conn: &mut SqliteConnection,
-        rows: &[(i64, &str, &str)],
-    ) -> Result<(), StoreError> {
-        let sql = format!(
-            "INSERT INTO events (id, session_id, data) VALUES {}",
-            values_sql(3, rows.len())
-        );
-        let mut q = sqlx::query(&sql);
-        for (id, session_id, data) in rows {
-            q = q.bind(id).bind(*session_id).bind(*data);
-        }
-        q.execute(&mut *conn).await?;
-        Ok(())
-    }
-
-    async fn insert_session(
-        conn: &mut SqliteConnection,
-        s: &SessionRecord,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO sessions (session_id, kind, is_call, call_id, title, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&s.session_id)
-        .bind(&s.kind)
-        .bind(s.is_call as i64)
-        .bind(&s.call_id)
-        .bind(&s.title)
-        .bind(&s.created_at)
-        .execute(&mut *conn)
-        .await?;
-        Ok(())
-    }
-
-    async fn update_message(conn: &mut SqliteConnection, m: &MessageRow) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE OR IGNORE messages SET text = ?, message_id = ?, content_key = ?, occurred_at = ?, \
-             draft = ?, draft_key = ?, hidden = ?, task_id = ?, delivery = ?, delivery_error = ? \
-             WHERE id = ?",
-        )
-        .bind(&m.text)
-        .bind(&m.message_id)
-        .bind(&m.content_key)
-        .bind(&m.occurred_at)
-        .bind(m.draft as i64)
-        .bind(&m.draft_key)
-        .bind(m.hidden as i64)
-        .bind(&m.task_id)
-        .bind(&m.delivery)
-        .bind(&m.delivery_error)
-        .bind(m.id)
-        .execute(&mut *conn)
-        .await?;
         Ok(())
     }
 }

@@ -26,7 +26,7 @@ use crate::model::{
 use crate::protocol::{
     clean_text, has_draft_cursor, is_none_reply, Callback, Status, INSIGHTS_PREFIX,
 };
-use crate::store::{write, Op, SessionRecord, Store, StoreError};
+use crate::store::{write, Op, RawConn, SessionRecord, Store, StoreError};
 use chrono::{DateTime, Utc};
 use drafts::{Draft, DraftKey};
 use serde_json::{json, Value};
@@ -199,12 +199,11 @@ impl Conversation {
         let pipeline = Arc::new(Pipeline::default());
         let (unit_tx, unit_rx) = mpsc::channel(MAX_UNITS_PER_COMMIT);
         let writer = Writer {
-            conn,
             store: store.clone(),
             hub: hub.clone(),
             pipeline: pipeline.clone(),
         };
-        tokio::spawn(writer.run(unit_rx));
+        writer.spawn(conn, unit_rx)?;
         let (tx, rx) = mpsc::channel(8192);
         let actor = Actor {
             reader,
@@ -442,7 +441,13 @@ fn hash_hex(parts: &[&str]) -> String {
         h.update([0u8]);
     }
     let d = h.finalize();
-    d[..16].iter().map(|b| format!("{b:02x}")).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(32);
+    for b in &d[..16] {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -556,16 +561,43 @@ struct Pipeline {
 /// Most units the writer commits in one transaction.
 const MAX_UNITS_PER_COMMIT: usize = 64;
 
+/// The writer stage runs on its own thread: it holds the writer connection's SQLite handle for
+/// its whole life and commits synchronously ([`write::commit`]), so a commit costs no hand-off
+/// between threads (see `store/raw.rs`).
 struct Writer {
-    conn: SqliteConnection,
     store: Store,
     hub: EventHub,
     pipeline: Arc<Pipeline>,
 }
 
 impl Writer {
-    async fn run(mut self, mut rx: mpsc::Receiver<Unit>) {
-        while let Some(first) = rx.recv().await {
+    fn spawn(self, conn: SqliteConnection, rx: mpsc::Receiver<Unit>) -> std::io::Result<()> {
+        std::thread::Builder::new()
+            .name("sw-writer".into())
+            .spawn(move || self.run(conn, rx))
+            .map(drop)
+    }
+
+    fn run(self, mut conn: SqliteConnection, mut rx: mpsc::Receiver<Unit>) {
+        let mut locked = match futures_executor::block_on(conn.lock_handle()) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "the writer cannot reach its connection");
+                while let Some(u) = rx.blocking_recv() {
+                    self.pipeline.in_flight.fetch_sub(1, Ordering::AcqRel);
+                    self.pipeline
+                        .failed_epoch
+                        .fetch_max(u.epoch, Ordering::AcqRel);
+                    fail(u, "the writer has no connection");
+                    self.pipeline.drained.notify_waiters();
+                }
+                return;
+            }
+        };
+        // SAFETY: `locked` is sqlx's lock on this connection's handle, held until `db` is gone;
+        // nothing else uses the connection meanwhile (the writer owns it).
+        let mut db = unsafe { RawConn::new(locked.as_raw_handle()) };
+        while let Some(first) = rx.blocking_recv() {
             let mut units = vec![first];
             while units.len() < MAX_UNITS_PER_COMMIT {
                 match rx.try_recv() {
@@ -574,7 +606,7 @@ impl Writer {
                 }
             }
             let n = units.len();
-            self.commit(units).await;
+            self.commit(&mut db, units);
             if self.pipeline.in_flight.fetch_sub(n, Ordering::AcqRel) == n {
                 self.pipeline.drained.notify_waiters();
                 if rx.is_empty() {
@@ -582,10 +614,15 @@ impl Writer {
                 }
             }
         }
+        drop(db);
+        drop(locked);
+        if let Err(e) = futures_executor::block_on(conn.close()) {
+            tracing::warn!(error = %e, "closing the writer connection failed");
+        }
         tracing::debug!("conversation writer stopped");
     }
 
-    async fn commit(&mut self, units: Vec<Unit>) {
+    fn commit(&self, db: &mut RawConn, units: Vec<Unit>) {
         let failed = self.pipeline.failed_epoch.load(Ordering::Acquire);
         let (doomed, live): (Vec<Unit>, Vec<Unit>) =
             units.into_iter().partition(|u| u.epoch <= failed);
@@ -595,27 +632,25 @@ impl Writer {
         if live.is_empty() {
             return;
         }
-        let ops: Vec<Op> = live.iter().flat_map(|u| u.ops.iter().cloned()).collect();
         let started = std::time::Instant::now();
-        let result: Result<(), StoreError> = async {
-            let mut tx = self.conn.begin().await?;
-            if !ops.is_empty() {
-                write::apply(&mut tx, &ops).await?;
+        let mut wrote = false;
+        let result: Result<(), StoreError> = (|| {
+            let ops: Vec<&Op> = live.iter().flat_map(|u| u.ops.iter()).collect();
+            if ops.is_empty() {
+                return Ok(());
             }
-            tx.commit().await?;
-            Ok(())
-        }
-        .await;
+            wrote = true;
+            write::commit(db, ops.into_iter())
+        })();
         if started.elapsed() > std::time::Duration::from_millis(50) {
             tracing::debug!(
-                ops = ops.len(),
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "slow commit"
             );
         }
         match result {
             Ok(()) => {
-                if !ops.is_empty() {
+                if wrote {
                     self.store.committed();
                 }
                 for u in live {
@@ -1798,6 +1833,84 @@ mod tests {
         c.submit(parse_callback(TASK, body.to_string().as_bytes()).unwrap())
             .await
             .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_failed_commit_writes_nothing_and_answers_storage_unavailable() {
+        let (c, _clock, dir) = start(30_000).await;
+        let s = c.create_session(false, None).await.unwrap().session_id;
+        let msg = |id: &str, text: &str| {
+            parse_callback(
+                TASK,
+                json!({"session_id": s, "status": "message", "message_id": id, "reply_text": text})
+                    .to_string()
+                    .as_bytes(),
+            )
+            .unwrap()
+        };
+        // A second connection makes SQLite itself refuse one row, inside the writer's commit.
+        use sqlx::ConnectOptions;
+        let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(dir.path().join("t.db"))
+            .connect()
+            .await
+            .unwrap();
+        sqlx::query(
+            "CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.text = 'boom' \
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+        )
+        .execute(&mut other)
+        .await
+        .unwrap();
+        assert_eq!(c.submit(msg("m1", "one")).await.unwrap(), Outcome::Applied);
+        let err = c.submit(msg("m2", "boom")).await.unwrap_err();
+        assert!(matches!(err, CoreError::StorageUnavailable(_)), "{err:?}");
+        // Nothing of the failed batch stayed, in the database or in memory: the same
+        // message_id is new once SQLite accepts it.
+        assert_eq!(
+            c.submit(msg("m3", "three")).await.unwrap(),
+            Outcome::Applied
+        );
+        sqlx::query("DROP TRIGGER refuse")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        assert_eq!(c.submit(msg("m2", "boom")).await.unwrap(), Outcome::Applied);
+        assert_eq!(
+            c.submit(msg("m2", "boom")).await.unwrap(),
+            Outcome::Duplicate
+        );
+        let texts: Vec<String> = c
+            .messages(&s)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(texts, ["one", "three", "boom"]);
+        let events = c.store().events_after(0, 1000).await.unwrap();
+        let added = events
+            .iter()
+            .filter(|(_, data)| data.contains("\"type\":\"message_added\""))
+            .count();
+        assert_eq!(added, 3, "no event of the failed batch was logged");
+    }
+
+    #[test]
+    fn content_hashes_keep_their_stored_form() {
+        // Stored rows carry these keys; a restart must derive the same ones.
+        let parts = ["task", "Caf\u{e9} \u{25c9}", ""];
+        let mut h = Sha256::new();
+        for p in parts {
+            h.update(p.as_bytes());
+            h.update([0u8]);
+        }
+        let expected: String = h.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(hash_hex(&parts), expected);
+        assert_eq!(hash_hex(&parts).len(), 32);
     }
 
     #[tokio::test]

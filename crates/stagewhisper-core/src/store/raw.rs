@@ -1,0 +1,196 @@
+//! The group-commit writer's statements, run on the writer connection's own SQLite handle.
+//!
+//! sqlx runs every statement on its connection's worker thread and answers through a channel, so
+//! a commit of N messages cost several round trips between threads and boxed every argument.
+//! Under load that hand-off, not SQLite, was what the writer spent its time on. The writer
+//! therefore takes the handle once through sqlx's `lock_handle` (the public way to reach the
+//! raw connection) and runs each commit synchronously on its own thread: statements prepared
+//! once, every row bound in place (no copies), stepped and reset. Everything else (opening,
+//! migrations, reads) stays with sqlx.
+//!
+//! This is the only `unsafe` code of the crate. The invariants are local: the handle is valid
+//! and used by nobody else while a [`RawConn`] lives (the caller holds sqlx's lock for that
+//! long), statements are finalized before it is dropped, and text is bound with
+//! `SQLITE_STATIC` only for the duration of one `execute` (reset + clear_bindings before
+//! returning, while the borrowed strings are still alive).
+
+use libsqlite3_sys as ffi;
+use std::collections::HashMap;
+use std::ffi::{c_int, CStr};
+use std::ptr::NonNull;
+
+/// A failed SQLite call: its (extended) result code and message.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message} (sqlite code {code})")]
+pub struct RawError {
+    pub code: i32,
+    pub message: String,
+}
+
+/// A bound parameter.
+#[derive(Debug, Clone, Copy)]
+pub enum Param<'a> {
+    Null,
+    Int(i64),
+    Text(&'a str),
+}
+
+impl<'a> From<i64> for Param<'a> {
+    fn from(v: i64) -> Self {
+        Param::Int(v)
+    }
+}
+
+impl<'a> From<bool> for Param<'a> {
+    fn from(v: bool) -> Self {
+        Param::Int(v as i64)
+    }
+}
+
+impl<'a> From<&'a str> for Param<'a> {
+    fn from(v: &'a str) -> Self {
+        Param::Text(v)
+    }
+}
+
+impl<'a> From<&'a String> for Param<'a> {
+    fn from(v: &'a String) -> Self {
+        Param::Text(v)
+    }
+}
+
+impl<'a> From<&'a Option<String>> for Param<'a> {
+    fn from(v: &'a Option<String>) -> Self {
+        v.as_deref().map_or(Param::Null, Param::Text)
+    }
+}
+
+impl<'a> From<Option<&'a str>> for Param<'a> {
+    fn from(v: Option<&'a str>) -> Self {
+        v.map_or(Param::Null, Param::Text)
+    }
+}
+
+/// Prepared statements on a borrowed connection handle.
+pub struct RawConn {
+    db: NonNull<ffi::sqlite3>,
+    statements: HashMap<&'static str, NonNull<ffi::sqlite3_stmt>>,
+}
+
+impl RawConn {
+    /// # Safety
+    /// `db` must be an open connection that nothing else uses while the returned value lives,
+    /// and it must stay open until the value is dropped.
+    pub unsafe fn new(db: NonNull<ffi::sqlite3>) -> RawConn {
+        RawConn {
+            db,
+            statements: HashMap::new(),
+        }
+    }
+
+    fn error(&self, code: c_int) -> RawError {
+        // SAFETY: the handle is valid (constructor contract); errmsg returns a string owned by
+        // SQLite that stays valid until the next call on this handle, copied right away.
+        let message = unsafe {
+            let p = ffi::sqlite3_errmsg(self.db.as_ptr());
+            if p.is_null() {
+                String::from("unknown error")
+            } else {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        };
+        // SAFETY: valid handle.
+        let extended = unsafe { ffi::sqlite3_extended_errcode(self.db.as_ptr()) };
+        RawError {
+            code: if extended != 0 { extended } else { code },
+            message,
+        }
+    }
+
+    fn statement(&mut self, sql: &'static str) -> Result<NonNull<ffi::sqlite3_stmt>, RawError> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(*s);
+        }
+        let mut stmt = std::ptr::null_mut();
+        // SAFETY: valid handle; `sql` is a live UTF-8 buffer of the given length; SQLite writes
+        // the statement pointer (or null) into `stmt`.
+        let rc = unsafe {
+            ffi::sqlite3_prepare_v3(
+                self.db.as_ptr(),
+                sql.as_ptr().cast(),
+                sql.len() as c_int,
+                ffi::SQLITE_PREPARE_PERSISTENT,
+                &mut stmt,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc != ffi::SQLITE_OK {
+            return Err(self.error(rc));
+        }
+        let stmt = NonNull::new(stmt).ok_or_else(|| RawError {
+            code: ffi::SQLITE_MISUSE,
+            message: format!("empty statement: {sql}"),
+        })?;
+        self.statements.insert(sql, stmt);
+        Ok(stmt)
+    }
+
+    /// Runs one statement (no result rows expected) with `params` bound in order; returns the
+    /// number of rows it changed.
+    pub fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64, RawError> {
+        let stmt = self.statement(sql)?.as_ptr();
+        // SAFETY: `stmt` was prepared on this handle and is not finalized until drop. Text is
+        // bound as SQLITE_STATIC: SQLite reads it during `step` only, and the bindings are
+        // cleared before this function returns, while `params` (and what it borrows) is alive.
+        unsafe {
+            let result = (|| {
+                for (i, p) in params.iter().enumerate() {
+                    let n = i as c_int + 1;
+                    let rc = match *p {
+                        Param::Null => ffi::sqlite3_bind_null(stmt, n),
+                        Param::Int(v) => ffi::sqlite3_bind_int64(stmt, n, v),
+                        Param::Text(s) => ffi::sqlite3_bind_text(
+                            stmt,
+                            n,
+                            s.as_ptr().cast(),
+                            s.len() as c_int,
+                            ffi::SQLITE_STATIC(),
+                        ),
+                    };
+                    if rc != ffi::SQLITE_OK {
+                        return Err(self.error(rc));
+                    }
+                }
+                loop {
+                    match ffi::sqlite3_step(stmt) {
+                        ffi::SQLITE_DONE => break,
+                        ffi::SQLITE_ROW => continue,
+                        rc => return Err(self.error(rc)),
+                    }
+                }
+                Ok(ffi::sqlite3_changes64(self.db.as_ptr()) as u64)
+            })();
+            ffi::sqlite3_reset(stmt);
+            ffi::sqlite3_clear_bindings(stmt);
+            result
+        }
+    }
+
+    /// Whether a transaction is open on the connection.
+    pub fn in_transaction(&self) -> bool {
+        // SAFETY: valid handle.
+        unsafe { ffi::sqlite3_get_autocommit(self.db.as_ptr()) == 0 }
+    }
+}
+
+impl Drop for RawConn {
+    fn drop(&mut self) {
+        for (_, s) in self.statements.drain() {
+            // SAFETY: each statement was prepared on this handle and is finalized exactly once,
+            // before the handle is released (sqlx's close fails on unfinalized statements).
+            unsafe {
+                ffi::sqlite3_finalize(s.as_ptr());
+            }
+        }
+    }
+}
