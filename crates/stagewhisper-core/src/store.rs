@@ -440,22 +440,125 @@ pub mod write {
     /// error the transaction is rolled back: nothing of the batch is written.
     pub fn commit<'a>(
         db: &mut RawConn,
-        mut ops: impl Iterator<Item = &'a Op>,
+        ops: impl Iterator<Item = &'a Op>,
     ) -> Result<(), StoreError> {
+        let ops: Vec<&Op> = ops.collect();
         db.execute("BEGIN", &[])?;
-        let result = ops
-            .try_for_each(|op| apply(db, op))
-            .and_then(|()| db.execute("COMMIT", &[]).map(drop));
+        let result = apply_all(db, &ops).and_then(|()| db.execute("COMMIT", &[]).map(drop));
         if result.is_err() && db.in_transaction() {
             let _ = db.execute("ROLLBACK", &[]);
         }
         Ok(result?)
     }
 
-    const INSERT_MESSAGE: &str = "INSERT INTO messages (id, session_id, kind, text, message_id, \
-         task_id, user_message_id, scope, content_key, error_code, occurred_at, received_at, \
-         sort_key, draft, draft_key, hidden, speaker, delivery, delivery_error) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    /// Inserts go first, grouped into multi-row statements of power-of-two sizes (few distinct
+    /// statements, each prepared once); the other ops follow in order. That is equivalent to
+    /// applying them in order because nothing updates or deletes a row before inserting it.
+    fn apply_all(db: &mut RawConn, ops: &[&Op]) -> Result<(), RawError> {
+        let messages: Vec<&MessageRow> = ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::InsertMessage(m) => Some(m),
+                _ => None,
+            })
+            .collect();
+        let mut params = Vec::new();
+        for rows in chunks(&messages) {
+            params.clear();
+            for m in rows {
+                params.extend_from_slice(&[
+                    m.id.into(),
+                    (&m.session_id).into(),
+                    m.kind.as_str().into(),
+                    (&m.text).into(),
+                    (&m.message_id).into(),
+                    (&m.task_id).into(),
+                    (&m.user_message_id).into(),
+                    (&m.scope).into(),
+                    (&m.content_key).into(),
+                    (&m.error_code).into(),
+                    (&m.occurred_at).into(),
+                    (&m.received_at).into(),
+                    m.sort_key.into(),
+                    m.draft.into(),
+                    (&m.draft_key).into(),
+                    m.hidden.into(),
+                    (&m.speaker).into(),
+                    (&m.delivery).into(),
+                    (&m.delivery_error).into(),
+                ]);
+            }
+            db.execute(insert_sql(&INSERT_MESSAGES, rows.len()), &params)?;
+        }
+        let events: Vec<(i64, &str, &str)> = ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::InsertEvent {
+                    id,
+                    session_id,
+                    data,
+                } => Some((*id, session_id.as_str(), data.as_str())),
+                _ => None,
+            })
+            .collect();
+        for rows in chunks(&events) {
+            params.clear();
+            for (id, session_id, data) in rows {
+                params.extend_from_slice(&[(*id).into(), (*session_id).into(), (*data).into()]);
+            }
+            db.execute(insert_sql(&INSERT_EVENTS, rows.len()), &params)?;
+        }
+        ops.iter().try_for_each(|op| apply(db, op))
+    }
+
+    /// Most rows per insert statement.
+    const MAX_CHUNK: usize = 64;
+
+    /// Splits rows into power-of-two chunks of at most [`MAX_CHUNK`].
+    fn chunks<T>(mut rows: &[T]) -> impl Iterator<Item = &[T]> {
+        std::iter::from_fn(move || {
+            if rows.is_empty() {
+                return None;
+            }
+            let rest = rows.len().min(MAX_CHUNK);
+            let n = 1usize << (usize::BITS - 1 - rest.leading_zeros());
+            let (chunk, tail) = rows.split_at(n);
+            rows = tail;
+            Some(chunk)
+        })
+    }
+
+    /// A multi-row INSERT: its head, columns per row, and its texts per power of two (built once).
+    struct InsertSql {
+        head: &'static str,
+        columns: usize,
+        texts: std::sync::OnceLock<Vec<String>>,
+    }
+
+    static INSERT_MESSAGES: InsertSql = InsertSql {
+        head: "INSERT INTO messages (id, session_id, kind, text, message_id, task_id, \
+               user_message_id, scope, content_key, error_code, occurred_at, received_at, sort_key, \
+               draft, draft_key, hidden, speaker, delivery, delivery_error) VALUES ",
+        columns: 19,
+        texts: std::sync::OnceLock::new(),
+    };
+
+    static INSERT_EVENTS: InsertSql = InsertSql {
+        head: "INSERT INTO events (id, session_id, data) VALUES ",
+        columns: 3,
+        texts: std::sync::OnceLock::new(),
+    };
+
+    fn insert_sql(sql: &'static InsertSql, rows: usize) -> &'static str {
+        let texts = sql.texts.get_or_init(|| {
+            let one = format!("({})", vec!["?"; sql.columns].join(", "));
+            (0..=MAX_CHUNK.trailing_zeros())
+                .map(|p| format!("{}{}", sql.head, vec![one.as_str(); 1 << p].join(", ")))
+                .collect()
+        });
+        debug_assert!(rows.is_power_of_two() && rows <= MAX_CHUNK);
+        &texts[rows.trailing_zeros() as usize]
+    }
 
     fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
         match op {
@@ -470,32 +573,6 @@ pub mod write {
                         (&s.call_id).into(),
                         (&s.title).into(),
                         (&s.created_at).into(),
-                    ],
-                )?;
-            }
-            Op::InsertMessage(m) => {
-                db.execute(
-                    INSERT_MESSAGE,
-                    &[
-                        m.id.into(),
-                        (&m.session_id).into(),
-                        m.kind.as_str().into(),
-                        (&m.text).into(),
-                        (&m.message_id).into(),
-                        (&m.task_id).into(),
-                        (&m.user_message_id).into(),
-                        (&m.scope).into(),
-                        (&m.content_key).into(),
-                        (&m.error_code).into(),
-                        (&m.occurred_at).into(),
-                        (&m.received_at).into(),
-                        m.sort_key.into(),
-                        m.draft.into(),
-                        (&m.draft_key).into(),
-                        m.hidden.into(),
-                        (&m.speaker).into(),
-                        (&m.delivery).into(),
-                        (&m.delivery_error).into(),
                     ],
                 )?;
             }
@@ -522,16 +599,8 @@ pub mod write {
             Op::DeleteMessage(id) => {
                 db.execute("DELETE FROM messages WHERE id = ?", &[(*id).into()])?;
             }
-            Op::InsertEvent {
-                id,
-                session_id,
-                data,
-            } => {
-                db.execute(
-                    "INSERT INTO events (id, session_id, data) VALUES (?, ?, ?)",
-                    &[(*id).into(), session_id.into(), data.into()],
-                )?;
-            }
+            // Written by `apply_all` before the rest.
+            Op::InsertMessage(_) | Op::InsertEvent { .. } => {}
             Op::EndSessions { ids, at } => {
                 for id in ids {
                     db.execute(

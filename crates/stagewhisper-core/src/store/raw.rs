@@ -74,7 +74,7 @@ impl<'a> From<Option<&'a str>> for Param<'a> {
 /// Prepared statements on a borrowed connection handle.
 pub struct RawConn {
     db: NonNull<ffi::sqlite3>,
-    statements: HashMap<&'static str, NonNull<ffi::sqlite3_stmt>>,
+    statements: HashMap<String, NonNull<ffi::sqlite3_stmt>>,
 }
 
 impl RawConn {
@@ -107,7 +107,7 @@ impl RawConn {
         }
     }
 
-    fn statement(&mut self, sql: &'static str) -> Result<NonNull<ffi::sqlite3_stmt>, RawError> {
+    fn statement(&mut self, sql: &str) -> Result<NonNull<ffi::sqlite3_stmt>, RawError> {
         if let Some(s) = self.statements.get(sql) {
             return Ok(*s);
         }
@@ -131,13 +131,13 @@ impl RawConn {
             code: ffi::SQLITE_MISUSE,
             message: format!("empty statement: {sql}"),
         })?;
-        self.statements.insert(sql, stmt);
+        self.statements.insert(sql.to_string(), stmt);
         Ok(stmt)
     }
 
     /// Runs one statement (no result rows expected) with `params` bound in order; returns the
-    /// number of rows it changed.
-    pub fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64, RawError> {
+    /// number of rows it changed. The statement is prepared on first use and kept.
+    pub fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, RawError> {
         let stmt = self.statement(sql)?.as_ptr();
         // SAFETY: `stmt` was prepared on this handle and is not finalized until drop. Text is
         // bound as SQLITE_STATIC: SQLite reads it during `step` only, and the bindings are
