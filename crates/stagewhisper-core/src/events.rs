@@ -83,12 +83,13 @@ impl Subscription {
         self.last
     }
 
-    /// The next event after the cursor; waits for one when caught up.
-    pub async fn next(&mut self) -> Result<Event, StoreError> {
+    /// The next event after the cursor; waits for one when caught up. Shared with the other
+    /// readers of the live stream (no copy per subscriber).
+    pub async fn next(&mut self) -> Result<Arc<Event>, StoreError> {
         loop {
             if let Some(e) = self.backlog.pop_front() {
                 self.last = e.id;
-                return Ok(e);
+                return Ok(Arc::new(e));
             }
             if self.catching_up {
                 let page = self.store.events_after(self.last, PAGE).await?;
@@ -101,7 +102,7 @@ impl Subscription {
                 Ok(e) if e.id <= self.last => continue,
                 Ok(e) => {
                     self.last = e.id;
-                    return Ok((*e).clone());
+                    return Ok(e);
                 }
                 // Fell behind the live buffer: read the log again from the cursor.
                 Err(broadcast::error::RecvError::Lagged(_)) => self.catching_up = true,

@@ -92,6 +92,37 @@ pub struct MessageView {
     pub delivery_error: Option<serde_json::Value>,
 }
 
+/// Serializes a row exactly as its [`MessageView`], without building one (the ingest hot path
+/// writes one per message).
+pub struct MessageJson<'a>(pub &'a MessageRow);
+
+impl Serialize for MessageJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let r = self.0;
+        let mut m = s.serialize_struct("MessageView", 14)?;
+        m.serialize_field("id", &r.id)?;
+        m.serialize_field("session_id", &r.session_id)?;
+        m.serialize_field("kind", &r.kind)?;
+        m.serialize_field("text", &r.text)?;
+        m.serialize_field("message_id", &r.message_id)?;
+        m.serialize_field("task_id", &r.task_id)?;
+        m.serialize_field("user_message_id", &r.user_message_id)?;
+        m.serialize_field("error_code", &r.error_code)?;
+        m.serialize_field("occurred_at", &r.occurred_at)?;
+        m.serialize_field("received_at", &r.received_at)?;
+        m.serialize_field("sort_key", &r.sort_key)?;
+        m.serialize_field("draft", &r.draft)?;
+        m.serialize_field("delivery", &r.delivery)?;
+        let delivery_error: Option<serde_json::Value> = r
+            .delivery_error
+            .as_deref()
+            .and_then(|e| serde_json::from_str(e).ok());
+        m.serialize_field("delivery_error", &delivery_error)?;
+        m.end()
+    }
+}
+
 impl From<&MessageRow> for MessageView {
     fn from(r: &MessageRow) -> Self {
         MessageView {
@@ -187,4 +218,52 @@ pub struct TypingView {
     pub scope: String,
     pub label: Option<String>,
     pub since: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_json_is_the_views_json() {
+        let mut row = MessageRow {
+            id: 7,
+            session_id: "s".into(),
+            kind: MessageKind::User,
+            text: "a \"quoted\" ▉\n".into(),
+            message_id: Some("m".into()),
+            task_id: Some("t".into()),
+            user_message_id: Some("u".into()),
+            scope: Some("u".into()),
+            error_code: Some("E".into()),
+            occurred_at: Some("2026-11-29T12:00:00Z".into()),
+            received_at: "2026-11-29T12:00:01.5Z".into(),
+            sort_key: 42,
+            draft: true,
+            hidden: false,
+            content_key: Some("k".into()),
+            draft_key: Some("task:t".into()),
+            speaker: None,
+            delivery: Some("failed".into()),
+            delivery_error: Some(r#"{"code":"x","message":"y"}"#.into()),
+        };
+        let same = |row: &MessageRow| {
+            assert_eq!(
+                serde_json::to_string(&MessageJson(row)).unwrap(),
+                serde_json::to_string(&MessageView::from(row)).unwrap()
+            );
+        };
+        same(&row);
+        row.delivery_error = Some("not json".into());
+        same(&row);
+        row.message_id = None;
+        row.task_id = None;
+        row.user_message_id = None;
+        row.error_code = None;
+        row.occurred_at = None;
+        row.delivery = None;
+        row.delivery_error = None;
+        row.kind = MessageKind::Assistant;
+        same(&row);
+    }
 }

@@ -21,7 +21,8 @@ pub mod typing;
 use crate::clock::{fmt_time, SharedClock};
 use crate::events::{Event, EventHub};
 use crate::model::{
-    InsightView, MessageKind, MessageRow, MessageView, SessionView, TranscriptView, TypingView,
+    InsightView, MessageJson, MessageKind, MessageRow, MessageView, SessionView, TranscriptView,
+    TypingView,
 };
 use crate::protocol::{
     clean_text, has_draft_cursor, is_none_reply, Callback, Status, INSIGHTS_PREFIX,
@@ -1518,7 +1519,7 @@ impl Core {
                     #[serde(rename = "type")]
                     ty: &'a str,
                     session_id: &'a str,
-                    message: MessageView,
+                    message: MessageJson<'a>,
                 }
                 let id = self.state.next_event_id;
                 self.state.next_event_id += 1;
@@ -1531,7 +1532,7 @@ impl Core {
                     id,
                     ty,
                     session_id: &row.session_id,
-                    message: MessageView::from(row),
+                    message: MessageJson(row),
                 })
                 .expect("serializable");
                 self.push_event(events, id, ty, &row.session_id, json);
@@ -1937,7 +1938,7 @@ mod tests {
         let mut sub = c.hub().subscribe(c.store().clone(), 0);
         let mut last = String::new();
         while sub.cursor() < c.store().last_event_id().await.unwrap() {
-            last = sub.next().await.unwrap().json;
+            last = sub.next().await.unwrap().json.clone();
         }
         assert!(
             last.contains("\"typing_stopped\"") && last.contains("\"timeout\""),
