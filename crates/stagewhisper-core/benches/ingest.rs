@@ -3,6 +3,7 @@
 //! same run with a bare hyper handler that only parses the JSON and answers 200.
 //!
 //! `cargo bench -p stagewhisper-core --bench ingest [-- --secs 5 --conns 1,64]`
+//! `... -- --profile durable|core|bare` runs that one flood alone (to attach a profiler).
 //!
 //! Targets (2 cores): durable ingest >= 0.5x the bare handler's req/s at 64 connections, and
 //! p99 < 2 ms at 1 connection.

@@ -1,5 +1,7 @@
 //! SQLite storage (sqlx): migrations, the one writer connection, read queries for views, and
-//! WAL checkpoints kept off the request path. Knows SQL, not rules.
+//! WAL checkpoints kept off the request path. Knows SQL, not rules. The writer's commits
+//! ([`write::commit`]) run on that connection's own handle ([`raw`]), without sqlx's per-statement
+//! hand-off to its worker thread.
 //!
 //! Durability ([`Durability`]): WAL, and every answer waits for its commit. With
 //! `synchronous = NORMAL` (the default, [`Durability::Crash`]) a commit is in the operating
