@@ -1,7 +1,7 @@
 //! Wire types of the direct-relay callback (`POST {callback_url}/tasks/{task_id}`) and their
 //! strict parsing. Knows nothing about HTTP transport, SQL or the UI.
 //!
-//! Parsing reads each known field as "absent, null, a string or something else" ([`Field`]) and
+//! Parsing reads each known field as "absent, null, a string or something else" (`Field`) and
 //! checks it by hand, so every rejection maps to one stable error code (see
 //! [`ProtocolError::code`]); unknown fields are skipped without being built, and every field but
 //! `session_id` and `status` is optional, because real assistants send more (and less) than the

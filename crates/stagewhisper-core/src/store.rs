@@ -1,6 +1,6 @@
 //! SQLite storage (sqlx): migrations, the one writer connection, read queries for views, and
 //! WAL checkpoints kept off the request path. Knows SQL, not rules. The writer's commits
-//! ([`write::commit`]) run on that connection's own handle ([`raw`]), without sqlx's per-statement
+//! ([`write::commit`]) run on that connection's own handle (`store/raw.rs`), without sqlx's per-statement
 //! hand-off to its worker thread.
 //!
 //! Durability ([`Durability`]): WAL, and every answer waits for its commit. With
