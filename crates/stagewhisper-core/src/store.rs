@@ -275,22 +275,70 @@ impl Store {
         Ok(row.get::<i64, _>(0))
     }
 
-    /// Events after `after` (exclusive), oldest first: `(id, data json)`.
+    /// Events after `after` (exclusive), oldest first: `(id, data json)`. An event logged by
+    /// reference comes back whole (its row as `message`), the same JSON as when it was emitted.
     pub async fn events_after(
         &self,
         after: i64,
         limit: i64,
     ) -> Result<Vec<(i64, String)>, StoreError> {
-        let rows = sqlx::query("SELECT id, data FROM events WHERE id > ? ORDER BY id LIMIT ?")
+        let sql = format!(
+            "SELECT e.id, e.data, e.message_row, m.{} FROM events e \
+             LEFT JOIN messages m ON m.id = e.message_row \
+             WHERE e.id > ? ORDER BY e.id LIMIT ?",
+            MESSAGE_COLUMNS.replace(", ", ", m.")
+        );
+        let rows = sqlx::query(&sql)
             .bind(after)
             .bind(limit)
             .fetch_all(&self.read)
             .await?;
         Ok(rows
             .iter()
-            .map(|r| (r.get::<i64, _>(0), r.get::<String, _>(1)))
+            .map(|r| {
+                let id = r.get::<i64, _>(0);
+                let data = r.get::<String, _>(1);
+                let reference = r.get::<Option<i64>, _>(2);
+                let row_found = r.get::<Option<i64>, _>(3).is_some();
+                match reference {
+                    Some(_) if row_found => (id, expand_event(&data, &message_from_row_at(r, 3))),
+                    Some(row) => {
+                        // Only a deleted session's rows go, and their events with them.
+                        tracing::warn!(event = id, row, "event refers to a missing message");
+                        (id, data)
+                    }
+                    None => (id, data),
+                }
+            })
             .collect())
     }
+}
+
+/// A logged reference (`{"type", "session_id"}`) plus its row: the event as it was emitted.
+fn expand_event(data: &str, row: &MessageRow) -> String {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        #[serde(rename = "type")]
+        ty: String,
+        session_id: String,
+    }
+    #[derive(serde::Serialize)]
+    struct Whole<'a> {
+        #[serde(rename = "type")]
+        ty: &'a str,
+        session_id: &'a str,
+        message: crate::model::MessageJson<'a>,
+    }
+    let head: Head = serde_json::from_str(data).unwrap_or(Head {
+        ty: "message_added".into(),
+        session_id: row.session_id.clone(),
+    });
+    serde_json::to_string(&Whole {
+        ty: &head.ty,
+        session_id: &head.session_id,
+        message: crate::model::MessageJson(row),
+    })
+    .expect("serializable")
 }
 
 /// A session as stored.
@@ -320,26 +368,31 @@ fn session_from_row(r: &SqliteRow) -> SessionRecord {
 }
 
 fn message_from_row(r: &SqliteRow) -> MessageRow {
+    message_from_row_at(r, 0)
+}
+
+/// A message whose columns start at index `at` (in [`MESSAGE_COLUMNS`] order).
+fn message_from_row_at(r: &SqliteRow, at: usize) -> MessageRow {
     MessageRow {
-        id: r.get(0),
-        session_id: r.get(1),
-        kind: MessageKind::parse(r.get::<&str, _>(2)),
-        text: r.get(3),
-        message_id: r.get(4),
-        task_id: r.get(5),
-        user_message_id: r.get(6),
-        scope: r.get(7),
-        error_code: r.get(8),
-        occurred_at: r.get(9),
-        received_at: r.get(10),
-        sort_key: r.get(11),
-        draft: r.get::<i64, _>(12) != 0,
-        hidden: r.get::<i64, _>(13) != 0,
-        content_key: r.get(14),
-        draft_key: r.get(15),
-        speaker: r.get(16),
-        delivery: r.get(17),
-        delivery_error: r.get(18),
+        id: r.get(at),
+        session_id: r.get(at + 1),
+        kind: MessageKind::parse(r.get::<&str, _>(at + 2)),
+        text: r.get(at + 3),
+        message_id: r.get(at + 4),
+        task_id: r.get(at + 5),
+        user_message_id: r.get(at + 6),
+        scope: r.get(at + 7),
+        error_code: r.get(at + 8),
+        occurred_at: r.get(at + 9),
+        received_at: r.get(at + 10),
+        sort_key: r.get(at + 11),
+        draft: r.get::<i64, _>(at + 12) != 0,
+        hidden: r.get::<i64, _>(at + 13) != 0,
+        content_key: r.get(at + 14),
+        draft_key: r.get(at + 15),
+        speaker: r.get(at + 16),
+        delivery: r.get(at + 17),
+        delivery_error: r.get(at + 18),
     }
 }
 
@@ -363,10 +416,13 @@ pub enum Op {
     /// Rewrites the mutable columns of a row (draft text, settling).
     UpdateMessage(MessageRow),
     DeleteMessage(i64),
+    /// `message_row`: the event is `data` plus that row as its `message` (the row never changes
+    /// afterwards); `events_after` rebuilds it.
     InsertEvent {
         id: i64,
         session_id: String,
         data: String,
+        message_row: Option<i64>,
     },
 }
 
@@ -492,21 +548,27 @@ pub mod write {
             }
             db.execute(insert_sql(&INSERT_MESSAGES, rows.len()), &params)?;
         }
-        let events: Vec<(i64, &str, &str)> = ops
+        let events: Vec<(i64, &str, &str, Option<i64>)> = ops
             .iter()
             .filter_map(|o| match o {
                 Op::InsertEvent {
                     id,
                     session_id,
                     data,
-                } => Some((*id, session_id.as_str(), data.as_str())),
+                    message_row,
+                } => Some((*id, session_id.as_str(), data.as_str(), *message_row)),
                 _ => None,
             })
             .collect();
         for rows in chunks(&events) {
             params.clear();
-            for (id, session_id, data) in rows {
-                params.extend_from_slice(&[(*id).into(), (*session_id).into(), (*data).into()]);
+            for (id, session_id, data, row) in rows {
+                params.extend_from_slice(&[
+                    (*id).into(),
+                    (*session_id).into(),
+                    (*data).into(),
+                    row.map_or(Param::Null, Param::Int),
+                ]);
             }
             db.execute(insert_sql(&INSERT_EVENTS, rows.len()), &params)?;
         }
@@ -546,8 +608,8 @@ pub mod write {
     };
 
     static INSERT_EVENTS: InsertSql = InsertSql {
-        head: "INSERT INTO events (id, session_id, data) VALUES ",
-        columns: 3,
+        head: "INSERT INTO events (id, session_id, data, message_row) VALUES ",
+        columns: 4,
         texts: std::sync::OnceLock::new(),
     };
 

@@ -984,9 +984,10 @@ impl Core {
         if let Some(o) = data.as_object_mut() {
             o.insert("id".into(), id.into());
         }
-        self.push_event(events, id, &event_type, log_session, data.to_string());
+        self.push_event(events, id, &event_type, log_session, data.to_string(), None);
     }
 
+    /// `stored`: the compact form logged instead of `json` (see [`Op::InsertEvent`]).
     fn push_event(
         &mut self,
         events: &mut Vec<Event>,
@@ -994,11 +995,17 @@ impl Core {
         ty: &str,
         log_session: &str,
         json: String,
+        stored: Option<(String, i64)>,
     ) {
+        let (data, message_row) = match stored {
+            Some((data, row)) => (data, Some(row)),
+            None => (json.clone(), None),
+        };
         self.ops.push(Op::InsertEvent {
             id,
             session_id: log_session.to_string(),
-            data: json.clone(),
+            data,
+            message_row,
         });
         events.push(Event {
             id,
@@ -1535,7 +1542,23 @@ impl Core {
                     message: MessageJson(row),
                 })
                 .expect("serializable");
-                self.push_event(events, id, ty, &row.session_id, json);
+                // A row that never changes after this event is logged by reference (the log
+                // rebuilds the identical event from it): final assistant messages, notices and
+                // errors. Drafts, user and transcript rows change later: logged in full.
+                let immutable = added
+                    && !row.draft
+                    && row.delivery.is_none()
+                    && matches!(
+                        row.kind,
+                        MessageKind::Assistant | MessageKind::Notice | MessageKind::Error
+                    );
+                let stored = immutable.then(|| {
+                    (
+                        json!({"type": ty, "session_id": row.session_id}).to_string(),
+                        row.id,
+                    )
+                });
+                self.push_event(events, id, ty, &row.session_id, json, stored);
                 return;
             }
             Route::Insights { call_id } => {
@@ -1970,6 +1993,61 @@ mod tests {
         clock.advance_ms(30_000);
         c.tick().await.unwrap();
         assert!(c.typing(&s).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_log_replays_every_event_exactly_as_it_was_emitted() {
+        let (c, _clock, _dir) = start(30_000).await;
+        let mut live = c.hub().subscribe(c.store().clone(), 0);
+        let s = c.create_session(true, None).await.unwrap().session_id;
+        // Logged by reference (final assistant rows, notices, errors) and in full (drafts that
+        // change, user messages whose delivery changes, insights).
+        post(&c, json!({"session_id": s, "status": "message", "message_id": "a", "reply_text": "Final \"answer\" é"})).await;
+        post(&c, json!({"session_id": s, "status": "notice", "message_id": "n", "reply_text": "Working on it"})).await;
+        post(&c, json!({"session_id": s, "status": "errored", "error_code": "E1", "error_message": "It broke"})).await;
+        post(&c, json!({"session_id": s, "status": "stream", "chunk": {"type": "text-delta", "id": "p", "delta": "Dra"}})).await;
+        post(&c, json!({"session_id": s, "status": "stream", "chunk": {"type": "text-delta", "id": "p", "delta": "ft"}})).await;
+        post(&c, json!({"session_id": s, "status": "message", "message_id": "d", "reply_text": "Draft done"})).await;
+        post(&c, json!({"session_id": format!("insights:{s}"), "status": "message", "message_id": "i", "reply_text": "Tip"})).await;
+        let user = c.user_message(&s, "Hello").await.unwrap();
+        c.set_delivery(
+            user.id,
+            DeliveryUpdate {
+                state: DeliveryState::Sent,
+                task_id: None,
+                error: None,
+            },
+        )
+        .await
+        .unwrap();
+        let last = c.store().last_event_id().await.unwrap();
+        let mut emitted = Vec::new();
+        loop {
+            let e = live.next().await.unwrap();
+            emitted.push((e.id, serde_json::from_str::<Value>(&e.json).unwrap()));
+            if e.id == last {
+                break;
+            }
+        }
+        let mut replay = c.hub().subscribe(c.store().clone(), 0);
+        for (id, json) in &emitted {
+            let e = replay.next().await.unwrap();
+            assert_eq!(e.id, *id);
+            assert_eq!(
+                &serde_json::from_str::<Value>(&e.json).unwrap(),
+                json,
+                "event {id}"
+            );
+        }
+        let refs: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM events WHERE message_row IS NOT NULL")
+                .fetch_one(&mut c.store().connect_reader().await.unwrap())
+                .await
+                .unwrap();
+        assert_eq!(
+            refs, 3,
+            "the final message, the notice and the error are references"
+        );
     }
 
     #[tokio::test]
