@@ -2,7 +2,7 @@
 //! keep-alive with unique `message` callbacks and reports req/s, p50 and p99, side by side in the
 //! same run with a bare hyper handler that only parses the JSON and answers 200.
 //!
-//! `cargo bench -p stagewhisper-core --bench ingest [-- --secs 5 --conns 1,64]`
+//! `cargo bench -p stagewhisper-core --bench ingest [-- --secs 5 --conns 1,64 --rounds 3]`
 //! `... -- --profile durable|core|bare` runs that one flood alone (to attach a profiler).
 //!
 //! Targets (2 cores): durable ingest >= 0.5x the bare handler's req/s at 64 connections, and
@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 struct Args {
     secs: f64,
     conns: Vec<usize>,
+    /// Alternating rounds per connection count; each handler's row is its median round.
+    rounds: usize,
     /// `--profile durable|core`: run only that one flood (for a profiler), no comparison.
     profile: Option<String>,
 }
@@ -31,6 +33,7 @@ fn args() -> Args {
     let mut a = Args {
         secs: 5.0,
         conns: vec![1, 64],
+        rounds: 3,
         profile: None,
     };
     let v: Vec<String> = std::env::args().collect();
@@ -46,6 +49,10 @@ fn args() -> Args {
                     .split(',')
                     .map(|c| c.parse().expect("--conns 1,64"))
                     .collect();
+                i += 1;
+            }
+            "--rounds" => {
+                a.rounds = v[i + 1].parse().expect("--rounds N");
                 i += 1;
             }
             "--profile" => {
@@ -255,8 +262,9 @@ fn main() {
             return;
         }
         println!(
-            "ingest benchmark: {} s per run, {} cores; durable = WAL synchronous=NORMAL (default, crash-safe), durable-fsync = synchronous=FULL; group commit",
+            "ingest benchmark: {} s per run, {} alternating rounds (median shown), {} cores; durable = WAL synchronous=NORMAL (default, crash-safe), durable-fsync = synchronous=FULL; group commit",
             a.secs,
+            a.rounds,
             std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(0)
@@ -272,11 +280,25 @@ fn main() {
             let w = flood(durable.clone(), c, 0.5).await;
             stored_expected += w.requests - w.errors;
             let _ = flood(durable_full.clone(), c, 0.5).await;
-            let b = flood(bare.clone(), c, a.secs).await;
-            let d = flood(durable.clone(), c, a.secs).await;
-            stored_expected += d.requests - d.errors;
-            let f = flood(durable_full.clone(), c, a.secs).await;
-            for (name, r) in [("bare", &b), ("durable", &d), ("dur-fsync", &f)] {
+            // Alternate the handlers round by round, so a slow moment of the machine hits all
+            // of them; report each handler's median round and the median of the per-round ratios.
+            let (mut bs, mut ds, mut fs) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..a.rounds.max(1) {
+                bs.push(flood(bare.clone(), c, a.secs).await);
+                let d = flood(durable.clone(), c, a.secs).await;
+                stored_expected += d.requests - d.errors;
+                ds.push(d);
+                fs.push(flood(durable_full.clone(), c, a.secs).await);
+            }
+            let ratios = |xs: &[Result]| {
+                let mut r: Vec<f64> = xs.iter().zip(&bs).map(|(x, b)| x.rps() / b.rps()).collect();
+                r.sort_by(f64::total_cmp);
+                (r[r.len() / 2], r[0], r[r.len() - 1])
+            };
+            let (dr, fr) = (ratios(&ds), ratios(&fs));
+            for (name, runs) in [("bare", &mut bs), ("durable", &mut ds), ("dur-fsync", &mut fs)] {
+                runs.sort_by(|x, y| x.rps().total_cmp(&y.rps()));
+                let r = &runs[runs.len() / 2];
                 println!(
                     "{:<10} {:>6} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8}",
                     name,
@@ -290,11 +312,8 @@ fn main() {
                 );
             }
             println!(
-                "{:<10} {:>6} {:>10.2}x of bare (durable), {:.2}x (dur-fsync)",
-                "ratio",
-                c,
-                d.rps() / b.rps(),
-                f.rps() / b.rps()
+                "{:<10} {:>6} {:>10.2}x of bare (durable; rounds {:.2}-{:.2}), {:.2}x (dur-fsync; {:.2}-{:.2})",
+                "ratio", c, dr.0, dr.1, dr.2, fr.0, fr.1, fr.2
             );
         }
         // The conversation alone (no HTTP): what the rules + group commit sustain.

@@ -1552,11 +1552,18 @@ impl Core {
                         row.kind,
                         MessageKind::Assistant | MessageKind::Notice | MessageKind::Error
                     );
+                #[derive(serde::Serialize)]
+                struct Reference<'a> {
+                    #[serde(rename = "type")]
+                    ty: &'a str,
+                    session_id: &'a str,
+                }
                 let stored = immutable.then(|| {
-                    (
-                        json!({"type": ty, "session_id": row.session_id}).to_string(),
-                        row.id,
-                    )
+                    let head = Reference {
+                        ty,
+                        session_id: &row.session_id,
+                    };
+                    (serde_json::to_string(&head).expect("serializable"), row.id)
                 });
                 self.push_event(events, id, ty, &row.session_id, json, stored);
                 return;
