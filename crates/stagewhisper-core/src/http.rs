@@ -119,7 +119,16 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
 }
 
 pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Resp {
-    let mut r = Response::new(full(value.to_string()));
+    json_body(status, value.to_string())
+}
+
+/// A fixed JSON answer (no serialization, no allocation for the body).
+pub fn json_static(status: StatusCode, json: &'static str) -> Resp {
+    json_body(status, Bytes::from_static(json.as_bytes()))
+}
+
+fn json_body(status: StatusCode, body: impl Into<Bytes>) -> Resp {
+    let mut r = Response::new(full(body));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -11,7 +11,6 @@ use crate::tunnel::ProbeResponder;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
 use hyper::{Method, Request, StatusCode};
-use serde_json::json;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use tracing::Instrument;
@@ -183,13 +182,13 @@ impl CallbackListener {
             );
         }
         match result {
-            Ok(Outcome::Applied) => http::json_response(StatusCode::OK, &json!({"ok": true})),
+            Ok(Outcome::Applied) => http::json_static(StatusCode::OK, r#"{"ok":true}"#),
             Ok(Outcome::Duplicate) => {
-                http::json_response(StatusCode::OK, &json!({"ok": true, "duplicate": true}))
+                http::json_static(StatusCode::OK, r#"{"ok":true,"duplicate":true}"#)
             }
-            Ok(Outcome::SessionEnded) => http::json_response(
+            Ok(Outcome::SessionEnded) => http::json_static(
                 StatusCode::OK,
-                &json!({"ok": true, "ignored": true, "reason": "session_ended"}),
+                r#"{"ok":true,"ignored":true,"reason":"session_ended"}"#,
             ),
             Err(e @ (CoreError::StorageUnavailable(_) | CoreError::Stopped)) => {
                 tracing::error!(error = %e, "callback not stored");
