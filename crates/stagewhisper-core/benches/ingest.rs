@@ -2,7 +2,7 @@
 //! keep-alive with unique `message` callbacks and reports req/s, p50 and p99, side by side in the
 //! same run with a bare hyper handler that only parses the JSON and answers 200.
 //!
-//! `cargo bench -p stagewhisper-core --bench ingest [-- --secs 5 --conns 1,64 --rounds 3]`
+//! `cargo bench -p stagewhisper-core --bench ingest [-- --secs 2 --conns 1,64 --rounds 9]`
 //! `... -- --profile durable|core|bare` runs that one flood alone (to attach a profiler).
 //!
 //! Targets (2 cores): durable ingest >= 0.5x the bare handler's req/s at 64 connections, and
@@ -31,9 +31,9 @@ struct Args {
 
 fn args() -> Args {
     let mut a = Args {
-        secs: 5.0,
+        secs: 2.0,
         conns: vec![1, 64],
-        rounds: 3,
+        rounds: 9,
         profile: None,
     };
     let v: Vec<String> = std::env::args().collect();
