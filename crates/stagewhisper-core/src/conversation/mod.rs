@@ -199,10 +199,12 @@ impl Conversation {
         let core = Core::load(&mut reader, clock.clone(), settings, hub.clone()).await?;
         let pipeline = Arc::new(Pipeline::default());
         let (unit_tx, unit_rx) = mpsc::channel(MAX_UNITS_PER_COMMIT);
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        tokio::spawn(deliver(hub.clone(), done_rx));
         let writer = Writer {
             store: store.clone(),
-            hub: hub.clone(),
             pipeline: pipeline.clone(),
+            done: done_tx,
         };
         writer.spawn(conn, unit_rx)?;
         let (tx, rx) = mpsc::channel(8192);
@@ -567,8 +569,24 @@ const MAX_UNITS_PER_COMMIT: usize = 64;
 /// between threads (see `store/raw.rs`).
 struct Writer {
     store: Store,
-    hub: EventHub,
     pipeline: Arc<Pipeline>,
+    /// Committed units go to a task on the runtime, which publishes their events and answers
+    /// their callers: one wake-up of the runtime per commit instead of one per caller.
+    done: mpsc::UnboundedSender<Vec<Unit>>,
+}
+
+/// Publishes the events of committed units and answers their callers, in commit order.
+async fn deliver(hub: EventHub, mut done: mpsc::UnboundedReceiver<Vec<Unit>>) {
+    while let Some(units) = done.recv().await {
+        for u in units {
+            for e in u.events {
+                hub.publish(e);
+            }
+            for f in u.finishers {
+                f(None);
+            }
+        }
+    }
 }
 
 impl Writer {
@@ -654,14 +672,8 @@ impl Writer {
                 if wrote {
                     self.store.committed();
                 }
-                for u in live {
-                    for e in u.events {
-                        self.hub.publish(e);
-                    }
-                    for f in u.finishers {
-                        f(None);
-                    }
-                }
+                // If the runtime is gone, so are the callers.
+                let _ = self.done.send(live);
             }
             Err(e) => {
                 tracing::error!(error = %e, "commit failed; its callbacks are answered 503 and the state reloads");
