@@ -496,13 +496,9 @@ pub mod write {
 
     /// Commits a batch's ops in one transaction on the writer's raw handle, in order. On any
     /// error the transaction is rolled back: nothing of the batch is written.
-    pub fn commit<'a>(
-        db: &mut RawConn,
-        ops: impl Iterator<Item = &'a Op>,
-    ) -> Result<(), StoreError> {
-        let ops: Vec<&Op> = ops.collect();
+    pub fn commit(db: &mut RawConn, ops: &[&Op]) -> Result<(), StoreError> {
         db.execute("BEGIN", &[])?;
-        let result = apply_all(db, &ops).and_then(|()| db.execute("COMMIT", &[]).map(drop));
+        let result = apply_all(db, ops).and_then(|()| db.execute("COMMIT", &[]).map(drop));
         if result.is_err() && db.in_transaction() {
             let _ = db.execute("ROLLBACK", &[]);
         }

@@ -652,15 +652,14 @@ impl Writer {
             return;
         }
         let started = std::time::Instant::now();
-        let mut wrote = false;
-        let result: Result<(), StoreError> = (|| {
-            let ops: Vec<&Op> = live.iter().flat_map(|u| u.ops.iter()).collect();
-            if ops.is_empty() {
-                return Ok(());
-            }
-            wrote = true;
-            write::commit(db, ops.into_iter())
-        })();
+        let ops: Vec<&Op> = live.iter().flat_map(|u| u.ops.iter()).collect();
+        let wrote = !ops.is_empty();
+        let result = if wrote {
+            write::commit(db, &ops)
+        } else {
+            Ok(())
+        };
+        drop(ops);
         if started.elapsed() > std::time::Duration::from_millis(50) {
             tracing::debug!(
                 elapsed_ms = started.elapsed().as_millis() as u64,
