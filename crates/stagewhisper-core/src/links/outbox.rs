@@ -373,7 +373,8 @@ impl Inner {
         };
         for (call_id, task_id) in pending_preludes {
             match sessions.iter().find(|s| s.session_id == call_id) {
-                None => self.set_prelude_state(&call_id, PreludeState::Skipped),
+                // Not visible yet (or deleted: `session_deleted` forgets the record): wait.
+                None => continue,
                 Some(s) if s.ended_at.is_some() && !transcript_pending(&call_id) => {
                     self.set_prelude_state(&call_id, PreludeState::Skipped)
                 }
