@@ -494,11 +494,12 @@ pub mod write {
         Ok((seq("messages") + 1, seq("events") + 1))
     }
 
-    /// Commits a batch's ops in one transaction on the writer's raw handle, in order. On any
-    /// error the transaction is rolled back: nothing of the batch is written.
+    /// Commits a batch's ops in one transaction on the writer's raw handle (see [`apply_all`]
+    /// for the order). On any error the transaction is rolled back: nothing of the batch is
+    /// written.
     pub fn commit(db: &mut RawConn, ops: &[&Op]) -> Result<(), StoreError> {
         db.execute("BEGIN", &[])?;
-        let result = apply_all(db, ops).and_then(|()| db.execute("COMMIT", &[]).map(drop));
+        let result = apply_all(db, ops).and_then(|()| db.execute("COMMIT", &[]));
         if result.is_err() && db.in_transaction() {
             let _ = db.execute("ROLLBACK", &[]);
         }

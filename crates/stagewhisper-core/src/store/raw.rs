@@ -65,12 +65,6 @@ impl<'a> From<&'a Option<String>> for Param<'a> {
     }
 }
 
-impl<'a> From<Option<&'a str>> for Param<'a> {
-    fn from(v: Option<&'a str>) -> Self {
-        v.map_or(Param::Null, Param::Text)
-    }
-}
-
 /// Prepared statements on a borrowed connection handle.
 pub struct RawConn {
     db: NonNull<ffi::sqlite3>,
@@ -135,9 +129,9 @@ impl RawConn {
         Ok(stmt)
     }
 
-    /// Runs one statement (no result rows expected) with `params` bound in order; returns the
-    /// number of rows it changed. The statement is prepared on first use and kept.
-    pub fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, RawError> {
+    /// Runs one statement (no result rows expected) with `params` bound in order. The statement
+    /// is prepared on first use and kept.
+    pub fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<(), RawError> {
         let stmt = self.statement(sql)?.as_ptr();
         // SAFETY: `stmt` was prepared on this handle and is not finalized until drop. Text is
         // bound as SQLITE_STATIC: SQLite reads it during `step` only, and the bindings are
@@ -168,7 +162,7 @@ impl RawConn {
                         rc => return Err(self.error(rc)),
                     }
                 }
-                Ok(ffi::sqlite3_changes64(self.db.as_ptr()) as u64)
+                Ok(())
             })();
             ffi::sqlite3_reset(stmt);
             ffi::sqlite3_clear_bindings(stmt);
