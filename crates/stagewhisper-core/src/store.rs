@@ -314,7 +314,9 @@ impl Store {
     }
 }
 
-/// A logged reference (`{"type", "session_id"}`) plus its row: the event as it was emitted.
+/// A logged reference plus its row: the event as it was emitted. References are logged with
+/// empty `data` (always a `message_added` of the row's session); those written before that
+/// carry `{"type", "session_id"}`, which is honoured.
 fn expand_event(data: &str, row: &MessageRow) -> String {
     #[derive(serde::Deserialize)]
     struct Head {
@@ -329,13 +331,17 @@ fn expand_event(data: &str, row: &MessageRow) -> String {
         session_id: &'a str,
         message: crate::model::MessageJson<'a>,
     }
-    let head: Head = serde_json::from_str(data).unwrap_or(Head {
-        ty: "message_added".into(),
-        session_id: row.session_id.clone(),
-    });
+    let head = (!data.is_empty())
+        .then(|| serde_json::from_str::<Head>(data).ok())
+        .flatten();
+    let (ty, session_id) = head
+        .as_ref()
+        .map_or(("message_added", row.session_id.as_str()), |h| {
+            (h.ty.as_str(), h.session_id.as_str())
+        });
     serde_json::to_string(&Whole {
-        ty: &head.ty,
-        session_id: &head.session_id,
+        ty,
+        session_id,
         message: crate::model::MessageJson(row),
     })
     .expect("serializable")

@@ -459,9 +459,9 @@ fn hash_hex(parts: &[&str]) -> String {
 /// the database: the dedupe keys and the final texts per scope. Loaded on first use.
 #[derive(Debug, Default)]
 struct SessionIndex {
-    message_ids: HashSet<String>,
-    content_keys: HashSet<String>,
-    finals: HashMap<String, Vec<String>>,
+    message_ids: HashSet<String, FastHash>,
+    content_keys: HashSet<String, FastHash>,
+    finals: HashMap<String, Vec<String>, FastHash>,
     last_used: u64,
 }
 
@@ -490,6 +490,10 @@ impl SessionIndex {
             .is_some_and(|v| v.iter().any(|f| f.starts_with(text)))
     }
 }
+
+/// The hasher of the session indexes: seeded per process, several times faster than SipHash on
+/// these keys. Keys come only from callers holding the callback token.
+type FastHash = foldhash::fast::RandomState;
 
 /// Sessions whose index stays in memory between batches.
 const INDEX_CACHE: usize = 64;
@@ -1563,19 +1567,10 @@ impl Core {
                         row.kind,
                         MessageKind::Assistant | MessageKind::Notice | MessageKind::Error
                     );
-                #[derive(serde::Serialize)]
-                struct Reference<'a> {
-                    #[serde(rename = "type")]
-                    ty: &'a str,
-                    session_id: &'a str,
-                }
-                let stored = immutable.then(|| {
-                    let head = Reference {
-                        ty,
-                        session_id: &row.session_id,
-                    };
-                    (serde_json::to_string(&head).expect("serializable"), row.id)
-                });
+                // Only `message_added` is ever logged by reference (`immutable` needs `added`),
+                // so the reference needs no data of its own: `events_after` knows the type and
+                // takes the session from the row.
+                let stored = immutable.then(|| (String::new(), row.id));
                 self.push_event(events, id, ty, &row.session_id, json, stored);
                 return;
             }
@@ -2057,15 +2052,39 @@ mod tests {
                 "event {id}"
             );
         }
-        let refs: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM events WHERE message_row IS NOT NULL")
-                .fetch_one(&mut c.store().connect_reader().await.unwrap())
-                .await
-                .unwrap();
+        let refs: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM events WHERE message_row IS NOT NULL AND data = ''",
+        )
+        .fetch_one(&mut c.store().connect_reader().await.unwrap())
+        .await
+        .unwrap();
         assert_eq!(
             refs, 3,
-            "the final message, the notice and the error are references"
+            "the final message, the notice and the error are references, without data"
         );
+        // References logged by earlier versions carry `{"type","session_id"}`: same replay.
+        let mut w = sqlx::ConnectOptions::connect(
+            &sqlx::sqlite::SqliteConnectOptions::new().filename(c.store().path()),
+        )
+        .await
+        .unwrap();
+        let old = sqlx::query(
+            "UPDATE events SET data = json_object('type', 'message_added', 'session_id', \
+             session_id) WHERE message_row IS NOT NULL",
+        )
+        .execute(&mut w)
+        .await
+        .unwrap();
+        assert_eq!(old.rows_affected(), 3);
+        let mut replay = c.hub().subscribe(c.store().clone(), 0);
+        for (id, json) in &emitted {
+            let e = replay.next().await.unwrap();
+            assert_eq!(
+                &serde_json::from_str::<Value>(&e.json).unwrap(),
+                json,
+                "event {id} (old form)"
+            );
+        }
     }
 
     #[tokio::test]

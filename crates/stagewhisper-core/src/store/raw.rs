@@ -68,7 +68,8 @@ impl<'a> From<&'a Option<String>> for Param<'a> {
 /// Prepared statements on a borrowed connection handle.
 pub struct RawConn {
     db: NonNull<ffi::sqlite3>,
-    statements: HashMap<String, NonNull<ffi::sqlite3_stmt>>,
+    /// By SQL text; the multi-row inserts are kilobytes long, hence a fast hasher.
+    statements: HashMap<String, NonNull<ffi::sqlite3_stmt>, foldhash::fast::RandomState>,
 }
 
 impl RawConn {
@@ -78,7 +79,7 @@ impl RawConn {
     pub unsafe fn new(db: NonNull<ffi::sqlite3>) -> RawConn {
         RawConn {
             db,
-            statements: HashMap::new(),
+            statements: HashMap::default(),
         }
     }
 
