@@ -1933,6 +1933,59 @@ mod tests {
         assert_eq!(added, 3, "no event of the failed batch was logged");
     }
 
+    #[tokio::test]
+    async fn a_constraint_failing_late_in_a_commit_takes_its_earlier_rows_back_too() {
+        // Rows go in as `INSERT OR ROLLBACK` (no statement journal): a violation ends the whole
+        // transaction at once; the writer must not leave the message rows written before it.
+        let (c, _clock, dir) = start(30_000).await;
+        let s = c.create_session(false, None).await.unwrap().session_id;
+        post(
+            &c,
+            json!({"session_id": s, "status": "message", "message_id": "m1", "reply_text": "one"}),
+        )
+        .await;
+        // Another connection takes the event id the next commit will use: its message row is
+        // inserted first, then its event clashes on the primary key.
+        use sqlx::ConnectOptions;
+        let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(dir.path().join("t.db"))
+            .connect()
+            .await
+            .unwrap();
+        let taken = c.store().last_event_id().await.unwrap() + 1;
+        sqlx::query("INSERT INTO events (id, session_id, data) VALUES (?, 'elsewhere', '{\"type\":\"marker\"}')")
+            .bind(taken)
+            .execute(&mut other)
+            .await
+            .unwrap();
+        let two = parse_callback(
+            TASK,
+            json!({"session_id": s, "status": "message", "message_id": "m2", "reply_text": "two"})
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
+        let err = c.submit(two.clone()).await.unwrap_err();
+        assert!(matches!(err, CoreError::StorageUnavailable(_)), "{err:?}");
+        let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE session_id = ?")
+            .bind(&s)
+            .fetch_one(&mut other)
+            .await
+            .unwrap();
+        assert_eq!(rows, 1, "the failed commit's message row was taken back");
+        // After the reload the ids move past the taken one and the resend is accepted once.
+        assert_eq!(c.submit(two.clone()).await.unwrap(), Outcome::Applied);
+        assert_eq!(c.submit(two).await.unwrap(), Outcome::Duplicate);
+        let texts: Vec<String> = c
+            .messages(&s)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(texts, ["one", "two"]);
+    }
+
     #[test]
     fn content_hashes_keep_their_stored_form() {
         // Stored rows carry these keys; a restart must derive the same ones.
