@@ -485,19 +485,19 @@ pub mod write {
         Ok(row.as_ref().map(message_from_row))
     }
 
-    /// The next ids to hand out: `(messages, events)`. AUTOINCREMENT's high-water marks, so an
-    /// id is never reused, even after deletions.
+    /// The next ids to hand out: `(messages, events)`: past every stored row and past the
+    /// floors recorded when rows were deleted, so an id is never reused.
     pub async fn next_ids(conn: &mut SqliteConnection) -> Result<(i64, i64), StoreError> {
-        let rows = sqlx::query("SELECT name, seq FROM sqlite_sequence")
-            .fetch_all(&mut *conn)
-            .await?;
-        let seq = |n: &str| {
-            rows.iter()
-                .find(|r| r.get::<String, _>(0) == n)
-                .map(|r| r.get::<i64, _>(1))
-                .unwrap_or(0)
-        };
-        Ok((seq("messages") + 1, seq("events") + 1))
+        let row = sqlx::query(
+            "SELECT \
+               max((SELECT COALESCE(MAX(id), 0) + 1 FROM messages), \
+                   COALESCE((SELECT next FROM id_floors WHERE name = 'messages'), 1)), \
+               max((SELECT COALESCE(MAX(id), 0) + 1 FROM events), \
+                   COALESCE((SELECT next FROM id_floors WHERE name = 'events'), 1))",
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        Ok((row.get(0), row.get(1)))
     }
 
     /// Commits a batch's ops in one transaction on the writer's raw handle (see [`apply_all`]
@@ -629,6 +629,14 @@ pub mod write {
         &texts[rows.trailing_zeros() as usize]
     }
 
+    /// Before rows are deleted: the next id stays past the highest one (see `id_floors`).
+    const RAISE_MESSAGES_FLOOR: &str = "INSERT INTO id_floors (name, next) \
+         SELECT 'messages', COALESCE(MAX(id), 0) + 1 FROM messages WHERE true \
+         ON CONFLICT (name) DO UPDATE SET next = max(next, excluded.next)";
+    const RAISE_EVENTS_FLOOR: &str = "INSERT INTO id_floors (name, next) \
+         SELECT 'events', COALESCE(MAX(id), 0) + 1 FROM events WHERE true \
+         ON CONFLICT (name) DO UPDATE SET next = max(next, excluded.next)";
+
     fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
         match op {
             Op::InsertSession(s) => {
@@ -666,6 +674,7 @@ pub mod write {
                 )?;
             }
             Op::DeleteMessage(id) => {
+                db.execute(RAISE_MESSAGES_FLOOR, &[])?;
                 db.execute("DELETE FROM messages WHERE id = ?", &[(*id).into()])?;
             }
             // Written by `apply_all` before the rest.
@@ -683,6 +692,8 @@ pub mod write {
                 at,
                 events_before,
             } => {
+                db.execute(RAISE_MESSAGES_FLOOR, &[])?;
+                db.execute(RAISE_EVENTS_FLOOR, &[])?;
                 for id in ids {
                     db.execute(
                         "UPDATE sessions SET deleted_at = ? WHERE session_id = ?",
@@ -697,5 +708,95 @@ pub mod write {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Migrations on a real SQLite file.
+    use super::*;
+    use sqlx::{ConnectOptions, Connection};
+
+    /// A database left by a version before 0004 (ids from AUTOINCREMENT) keeps its rows and
+    /// never hands out an id it already gave, even one whose row was deleted.
+    #[tokio::test]
+    async fn plain_rowids_keep_the_rows_and_the_high_water_marks() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("migrations");
+        std::fs::create_dir(&old).unwrap();
+        for f in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap() {
+            let f = f.unwrap();
+            let name = f.file_name().into_string().unwrap();
+            if name.as_str() < "0004" {
+                std::fs::copy(f.path(), old.join(&name)).unwrap();
+            }
+        }
+        let path = dir.path().join("t.db");
+        let mut conn = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .connect()
+            .await
+            .unwrap();
+        sqlx::migrate::Migrator::new(old.as_path())
+            .await
+            .unwrap()
+            .run(&mut conn)
+            .await
+            .unwrap();
+        for n in 1..=3 {
+            sqlx::query(
+                "INSERT INTO messages (session_id, kind, text, received_at, sort_key) \
+                 VALUES ('s', 'assistant', ?, '2026-11-29T12:00:00Z', ?)",
+            )
+            .bind(format!("m{n}"))
+            .bind(n)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+            sqlx::query("INSERT INTO events (session_id, data, message_row) VALUES ('s', '', ?)")
+                .bind(n)
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        // The last of each is gone: AUTOINCREMENT still remembers 3.
+        sqlx::query("DELETE FROM messages WHERE id = 3")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        sqlx::query("DELETE FROM events WHERE id = 3")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.unwrap();
+
+        let (_store, mut writer) = Store::open(&path, Durability::Crash).await.unwrap();
+        assert_eq!(write::next_ids(&mut writer).await.unwrap(), (4, 4));
+        let texts: Vec<String> = sqlx::query_scalar("SELECT text FROM messages ORDER BY id")
+            .fetch_all(&mut writer)
+            .await
+            .unwrap();
+        assert_eq!(texts, ["m1", "m2"]);
+        let refs: Vec<i64> = sqlx::query_scalar("SELECT message_row FROM events ORDER BY id")
+            .fetch_all(&mut writer)
+            .await
+            .unwrap();
+        assert_eq!(refs, [1, 2]);
+        let schema: Vec<String> =
+            sqlx::query_scalar("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL")
+                .fetch_all(&mut writer)
+                .await
+                .unwrap();
+        assert!(
+            schema.iter().all(|s| !s.contains("AUTOINCREMENT")),
+            "{schema:?}"
+        );
+        for index in ["messages_in_order", "messages_pending"] {
+            assert!(
+                schema.iter().any(|s| s.contains(index)),
+                "{index} is rebuilt"
+            );
+        }
     }
 }

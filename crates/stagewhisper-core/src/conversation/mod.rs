@@ -1986,6 +1986,28 @@ mod tests {
         assert_eq!(texts, ["one", "two"]);
     }
 
+    #[tokio::test]
+    async fn ids_of_a_deleted_session_are_never_handed_out_again() {
+        let (c, _clock, _dir) = start(30_000).await;
+        let s = c.create_session(false, None).await.unwrap().session_id;
+        for n in 0..3 {
+            post(&c, json!({"session_id": s, "status": "message", "message_id": format!("m{n}"), "reply_text": format!("reply {n}")})).await;
+        }
+        let highest = c.messages(&s).await.unwrap().last().unwrap().id;
+        let last_event = c.store().last_event_id().await.unwrap();
+        c.delete_session(&s).await.unwrap();
+        // What a restart would start from: past the deleted rows, though none is left.
+        let mut conn = c.store().connect_reader().await.unwrap();
+        let (next_message, next_event) = write::next_ids(&mut conn).await.unwrap();
+        assert!(next_message > highest, "{next_message} <= {highest}");
+        assert!(next_event > last_event, "{next_event} <= {last_event}");
+        let left: i64 = sqlx::query_scalar("SELECT count(*) FROM messages")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(left, 0);
+    }
+
     #[test]
     fn content_hashes_keep_their_stored_form() {
         // Stored rows carry these keys; a restart must derive the same ones.
