@@ -453,6 +453,18 @@ fn hash_hex(parts: &[&str]) -> String {
     out
 }
 
+/// A content key as the index holds it: the 128 bits it spells (every key [`hash_hex`] makes),
+/// so the index stores 16 bytes instead of a string. Any other stored form is hashed to 128 bits.
+fn key_digest(key: &str) -> u128 {
+    match (key.len(), u128::from_str_radix(key, 16)) {
+        (32, Ok(v)) => v,
+        _ => {
+            let d = Sha256::digest(key.as_bytes());
+            u128::from_be_bytes(d[..16].try_into().expect("16 bytes"))
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 /// What the writer knows of one session's stored messages, so batches decide without reading
@@ -460,7 +472,7 @@ fn hash_hex(parts: &[&str]) -> String {
 #[derive(Debug, Default)]
 struct SessionIndex {
     message_ids: HashSet<String, FastHash>,
-    content_keys: HashSet<String, FastHash>,
+    content_keys: HashSet<u128, FastHash>,
     finals: HashMap<String, Vec<String>, FastHash>,
     last_used: u64,
 }
@@ -471,7 +483,7 @@ impl SessionIndex {
             self.message_ids.insert(m.clone());
         }
         if let Some(k) = &row.content_key {
-            self.content_keys.insert(k.clone());
+            self.content_keys.insert(key_digest(k));
         }
         if !row.draft && matches!(row.kind, MessageKind::Assistant | MessageKind::Notice) {
             if let Some(scope) = &row.scope {
@@ -768,7 +780,9 @@ impl Actor {
     async fn run_batch(&mut self, batch: Vec<Cmd>) {
         self.core.batch_no += 1;
         let mut finishers: Vec<Finish> = Vec::with_capacity(batch.len());
-        let mut events: Vec<Event> = Vec::new();
+        // A callback usually writes a row and an event: no regrowing on the way.
+        let mut events: Vec<Event> = Vec::with_capacity(batch.len());
+        self.core.ops.reserve(2 * batch.len());
         let mut failure = None;
         for cmd in batch {
             if failure.is_some() {
@@ -1221,7 +1235,7 @@ impl Core {
 
         let idx = self.idx(&cb.session_id);
         let same_id = idx.message_ids.contains(&message_id);
-        let same_text = idx.content_keys.contains(&content_key);
+        let same_text = idx.content_keys.contains(&key_digest(&content_key));
         let outcome = if same_id || same_text {
             // A retry or a near-identical re-send: nothing changes, except that a draft of the
             // same, already final, text is redundant.
@@ -1513,7 +1527,7 @@ impl Core {
         let dup = self
             .index
             .get(&row.session_id)
-            .is_some_and(|i| i.content_keys.contains(&content_key));
+            .is_some_and(|i| i.content_keys.contains(&key_digest(&content_key)));
         if dup {
             self.ops.push(Op::DeleteMessage(row.id));
             let data = json!({"type": "message_removed", "session_id": row.session_id, "message_id": row.id});
@@ -2008,6 +2022,15 @@ mod tests {
         assert_eq!(left, 0);
     }
 
+    fn h_bytes(parts: &[&str]) -> Vec<u8> {
+        let mut h = Sha256::new();
+        for p in parts {
+            h.update(p.as_bytes());
+            h.update([0u8]);
+        }
+        h.finalize().to_vec()
+    }
+
     #[test]
     fn content_hashes_keep_their_stored_form() {
         // Stored rows carry these keys; a restart must derive the same ones.
@@ -2023,6 +2046,16 @@ mod tests {
             .collect();
         assert_eq!(hash_hex(&parts), expected);
         assert_eq!(hash_hex(&parts).len(), 32);
+        // The index holds the same 128 bits; other forms get a digest of their own.
+        assert_eq!(
+            key_digest(&expected),
+            u128::from_be_bytes(h_bytes(&parts)[..16].try_into().unwrap())
+        );
+        assert_ne!(key_digest("not-hex"), key_digest("not-hex."));
+        assert_ne!(
+            key_digest(&expected),
+            key_digest(&expected.to_uppercase()[..31])
+        );
     }
 
     #[tokio::test]
