@@ -1,8 +1,15 @@
--- The writer hands out message and event ids itself (from these high-water marks, read once at
--- start). AUTOINCREMENT made SQLite read and rewrite `sqlite_sequence` in every insert statement:
--- one more B-tree page in every commit. The tables are rebuilt with plain integer keys, and
--- `id_floors` keeps the marks instead: written only when rows are deleted (so a deleted last id
--- is never handed out again), seeded here from `sqlite_sequence`.
+-- One id sequence for messages and events, handed out by the writer (from the high-water marks
+-- below, read once at start), and rows that are their own event.
+--
+-- AUTOINCREMENT made SQLite read and rewrite `sqlite_sequence` in every insert statement: one
+-- more B-tree page in every commit. The tables are rebuilt with plain integer keys; `id_floors`
+-- keeps the marks instead: written only when rows are deleted (so a deleted last id is never
+-- handed out again), seeded here from `sqlite_sequence`.
+--
+-- `messages.logged = 1`: the row is also its own `message_added` event, with the row's id as the
+-- event id (a final assistant message, a notice, an error: rows that never change afterwards).
+-- Such an event has no row in `events`; the log is read as `events` merged with these rows.
+-- References logged the 0003 way (`events.message_row`) are still read.
 CREATE TABLE id_floors (
     name  TEXT PRIMARY KEY NOT NULL,   -- 'messages' | 'events'
     next  INTEGER NOT NULL             -- no id below this is handed out
@@ -29,7 +36,8 @@ CREATE TABLE messages_plain (
     hidden          INTEGER NOT NULL DEFAULT 0,
     speaker         TEXT,
     delivery        TEXT,
-    delivery_error  TEXT
+    delivery_error  TEXT,
+    logged          INTEGER NOT NULL DEFAULT 0
 );
 INSERT INTO messages_plain (id, session_id, kind, text, message_id, task_id, user_message_id,
         scope, content_key, error_code, occurred_at, received_at, sort_key, draft, draft_key,

@@ -267,28 +267,39 @@ impl Store {
         Ok(row.as_ref().map(message_from_row))
     }
 
-    /// The newest event id (0 when the log is empty).
+    /// The newest event id (0 when the log is empty): in `events`, or a row that is its own
+    /// event (see [`Op::InsertMessage`]).
     pub async fn last_event_id(&self) -> Result<i64, StoreError> {
-        let row = sqlx::query("SELECT COALESCE(MAX(id), 0) FROM events")
-            .fetch_one(&self.read)
-            .await?;
+        let row = sqlx::query(
+            "SELECT max(COALESCE((SELECT MAX(id) FROM events), 0), \
+                        COALESCE((SELECT id FROM messages WHERE logged = 1 \
+                                  ORDER BY id DESC LIMIT 1), 0))",
+        )
+        .fetch_one(&self.read)
+        .await?;
         Ok(row.get::<i64, _>(0))
     }
 
-    /// Events after `after` (exclusive), oldest first: `(id, data json)`. An event logged by
-    /// reference comes back whole (its row as `message`), the same JSON as when it was emitted.
+    /// Events after `after` (exclusive), oldest first: `(id, data json)`. The log is `events`
+    /// merged with the rows that are their own `message_added` event (`logged = 1`, the id is
+    /// the event's); those, and the references of migration 0003 (`message_row`), come back
+    /// whole, the same JSON as when they were emitted.
     pub async fn events_after(
         &self,
         after: i64,
         limit: i64,
     ) -> Result<Vec<(i64, String)>, StoreError> {
         let sql = format!(
-            "SELECT e.id, e.data, e.message_row, m.{} FROM events e \
-             LEFT JOIN messages m ON m.id = e.message_row \
-             WHERE e.id > ? ORDER BY e.id LIMIT ?",
+            "SELECT x.id, x.data, x.message_row, m.{} FROM ( \
+                 SELECT id, data, message_row FROM events WHERE id > ? \
+                 UNION ALL \
+                 SELECT id, '', id FROM messages WHERE id > ? AND logged = 1 \
+                 ORDER BY 1 LIMIT ? \
+             ) x LEFT JOIN messages m ON m.id = x.message_row ORDER BY x.id",
             MESSAGE_COLUMNS.replace(", ", ", m.")
         );
         let rows = sqlx::query(&sql)
+            .bind(after)
             .bind(after)
             .bind(limit)
             .fetch_all(&self.read)
@@ -418,17 +429,19 @@ pub enum Op {
         at: String,
         events_before: i64,
     },
-    InsertMessage(MessageRow),
+    /// `logged`: the row is also its own `message_added` event, whose id is the row's (it
+    /// never changes afterwards; `events_after` rebuilds the event from it).
+    InsertMessage {
+        row: MessageRow,
+        logged: bool,
+    },
     /// Rewrites the mutable columns of a row (draft text, settling).
     UpdateMessage(MessageRow),
     DeleteMessage(i64),
-    /// `message_row`: the event is `data` plus that row as its `message` (the row never changes
-    /// afterwards); `events_after` rebuilds it.
     InsertEvent {
         id: i64,
         session_id: String,
         data: String,
-        message_row: Option<i64>,
     },
 }
 
@@ -485,19 +498,17 @@ pub mod write {
         Ok(row.as_ref().map(message_from_row))
     }
 
-    /// The next ids to hand out: `(messages, events)`: past every stored row and past the
-    /// floors recorded when rows were deleted, so an id is never reused.
-    pub async fn next_ids(conn: &mut SqliteConnection) -> Result<(i64, i64), StoreError> {
+    /// The next id to hand out (messages and events share one sequence): past every stored
+    /// row of both and past the floors recorded when rows were deleted, so an id is never reused.
+    pub async fn next_id(conn: &mut SqliteConnection) -> Result<i64, StoreError> {
         let row = sqlx::query(
-            "SELECT \
-               max((SELECT COALESCE(MAX(id), 0) + 1 FROM messages), \
-                   COALESCE((SELECT next FROM id_floors WHERE name = 'messages'), 1)), \
-               max((SELECT COALESCE(MAX(id), 0) + 1 FROM events), \
-                   COALESCE((SELECT next FROM id_floors WHERE name = 'events'), 1))",
+            "SELECT max((SELECT COALESCE(MAX(id), 0) + 1 FROM messages), \
+                        (SELECT COALESCE(MAX(id), 0) + 1 FROM events), \
+                        COALESCE((SELECT MAX(next) FROM id_floors), 1))",
         )
         .fetch_one(&mut *conn)
         .await?;
-        Ok((row.get(0), row.get(1)))
+        Ok(row.get(0))
     }
 
     /// Commits a batch's ops in one transaction on the writer's raw handle (see [`apply_all`]
@@ -518,17 +529,17 @@ pub mod write {
     /// statements, each prepared once); the other ops follow in order. That is equivalent to
     /// applying them in order because nothing updates or deletes a row before inserting it.
     fn apply_all(db: &mut RawConn, ops: &[&Op]) -> Result<(), RawError> {
-        let messages: Vec<&MessageRow> = ops
+        let messages: Vec<(&MessageRow, bool)> = ops
             .iter()
             .filter_map(|o| match o {
-                Op::InsertMessage(m) => Some(m),
+                Op::InsertMessage { row, logged } => Some((row, *logged)),
                 _ => None,
             })
             .collect();
         let mut params = Vec::new();
         for rows in chunks(&messages) {
             params.clear();
-            for m in rows {
+            for (m, logged) in rows {
                 params.extend_from_slice(&[
                     m.id.into(),
                     (&m.session_id).into(),
@@ -549,31 +560,26 @@ pub mod write {
                     (&m.speaker).into(),
                     (&m.delivery).into(),
                     (&m.delivery_error).into(),
+                    (*logged).into(),
                 ]);
             }
             db.execute(insert_sql(&INSERT_MESSAGES, rows.len()), &params)?;
         }
-        let events: Vec<(i64, &str, &str, Option<i64>)> = ops
+        let events: Vec<(i64, &str, &str)> = ops
             .iter()
             .filter_map(|o| match o {
                 Op::InsertEvent {
                     id,
                     session_id,
                     data,
-                    message_row,
-                } => Some((*id, session_id.as_str(), data.as_str(), *message_row)),
+                } => Some((*id, session_id.as_str(), data.as_str())),
                 _ => None,
             })
             .collect();
         for rows in chunks(&events) {
             params.clear();
-            for (id, session_id, data, row) in rows {
-                params.extend_from_slice(&[
-                    (*id).into(),
-                    (*session_id).into(),
-                    (*data).into(),
-                    row.map_or(Param::Null, Param::Int),
-                ]);
+            for (id, session_id, data) in rows {
+                params.extend_from_slice(&[(*id).into(), (*session_id).into(), (*data).into()]);
             }
             db.execute(insert_sql(&INSERT_EVENTS, rows.len()), &params)?;
         }
@@ -607,14 +613,14 @@ pub mod write {
     static INSERT_MESSAGES: InsertSql = InsertSql {
         head: "INSERT OR ROLLBACK INTO messages (id, session_id, kind, text, message_id, task_id, \
                user_message_id, scope, content_key, error_code, occurred_at, received_at, sort_key, \
-               draft, draft_key, hidden, speaker, delivery, delivery_error) VALUES ",
-        columns: 19,
+               draft, draft_key, hidden, speaker, delivery, delivery_error, logged) VALUES ",
+        columns: 20,
         texts: std::sync::OnceLock::new(),
     };
 
     static INSERT_EVENTS: InsertSql = InsertSql {
-        head: "INSERT OR ROLLBACK INTO events (id, session_id, data, message_row) VALUES ",
-        columns: 4,
+        head: "INSERT OR ROLLBACK INTO events (id, session_id, data) VALUES ",
+        columns: 3,
         texts: std::sync::OnceLock::new(),
     };
 
@@ -678,7 +684,7 @@ pub mod write {
                 db.execute("DELETE FROM messages WHERE id = ?", &[(*id).into()])?;
             }
             // Written by `apply_all` before the rest.
-            Op::InsertMessage(_) | Op::InsertEvent { .. } => {}
+            Op::InsertMessage { .. } | Op::InsertEvent { .. } => {}
             Op::EndSessions { ids, at } => {
                 for id in ids {
                     db.execute(
@@ -771,8 +777,16 @@ mod tests {
             .unwrap();
         conn.close().await.unwrap();
 
-        let (_store, mut writer) = Store::open(&path, Durability::Crash).await.unwrap();
-        assert_eq!(write::next_ids(&mut writer).await.unwrap(), (4, 4));
+        let (store, mut writer) = Store::open(&path, Durability::Crash).await.unwrap();
+        assert_eq!(write::next_id(&mut writer).await.unwrap(), 4);
+        // The 0003 references still come back whole.
+        let events = store.events_after(0, 10).await.unwrap();
+        assert_eq!(events.iter().map(|e| e.0).collect::<Vec<_>>(), [1, 2]);
+        for ((_, json), text) in events.iter().zip(["m1", "m2"]) {
+            let v: serde_json::Value = serde_json::from_str(json).unwrap();
+            assert_eq!(v["type"], "message_added");
+            assert_eq!(v["message"]["text"], text);
+        }
         let texts: Vec<String> = sqlx::query_scalar("SELECT text FROM messages ORDER BY id")
             .fetch_all(&mut writer)
             .await

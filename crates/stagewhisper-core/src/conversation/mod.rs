@@ -519,8 +519,32 @@ struct State {
     /// Rows of visible drafts, by id.
     draft_rows: HashMap<i64, MessageRow>,
     typing: TypingTracker,
-    next_message_id: i64,
-    next_event_id: i64,
+    /// The next id to hand out. Messages and events share one sequence: a row that is its own
+    /// `message_added` event (see [`logs_itself`]) carries that event's id.
+    next_id: i64,
+}
+
+impl State {
+    fn take_id(&mut self) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+}
+
+/// A chat row that never changes after it is added (a final assistant message, a notice, an
+/// error) is its own `message_added` event: the event has the row's id and no row in `events`;
+/// reading the log rebuilds the identical event from the row. Drafts, user and transcript rows
+/// change later (their events are logged in full), and so do hidden rows and insights.
+fn logs_itself(row: &MessageRow, route: &Route) -> bool {
+    matches!(route, Route::Chat)
+        && !row.hidden
+        && !row.draft
+        && row.delivery.is_none()
+        && matches!(
+            row.kind,
+            MessageKind::Assistant | MessageKind::Notice | MessageKind::Error
+        )
 }
 
 struct Actor {
@@ -848,14 +872,13 @@ impl Core {
             .into_iter()
             .map(|s| (s.session_id.clone(), s))
             .collect();
-        let (next_message_id, next_event_id) = write::next_ids(conn).await?;
+        let next_id = write::next_id(conn).await?;
         let mut state = State {
             sessions: Arc::new(sessions),
             drafts: HashMap::new(),
             draft_rows: HashMap::new(),
             typing: TypingTracker::new(settings.typing_timeout_ms),
-            next_message_id,
-            next_event_id,
+            next_id,
         };
         let now_ms = clock.now_ms();
         for row in write::load_open_drafts(conn).await? {
@@ -1003,8 +1026,7 @@ impl Core {
 
     /// Logs an event (written with the batch, published after the commit).
     fn emit(&mut self, events: &mut Vec<Event>, log_session: &str, mut data: Value) {
-        let id = self.state.next_event_id;
-        self.state.next_event_id += 1;
+        let id = self.state.take_id();
         let event_type = data
             .get("type")
             .and_then(Value::as_str)
@@ -1013,29 +1035,26 @@ impl Core {
         if let Some(o) = data.as_object_mut() {
             o.insert("id".into(), id.into());
         }
-        self.push_event(events, id, &event_type, log_session, data.to_string(), None);
+        self.push_event(events, id, &event_type, Some(log_session), data.to_string());
     }
 
-    /// `stored`: the compact form logged instead of `json` (see [`Op::InsertEvent`]).
+    /// `log_session`: the session the logged event belongs to; `None` for a row that is its
+    /// own event (nothing more is written).
     fn push_event(
         &mut self,
         events: &mut Vec<Event>,
         id: i64,
         ty: &str,
-        log_session: &str,
+        log_session: Option<&str>,
         json: String,
-        stored: Option<(String, i64)>,
     ) {
-        let (data, message_row) = match stored {
-            Some((data, row)) => (data, Some(row)),
-            None => (json.clone(), None),
-        };
-        self.ops.push(Op::InsertEvent {
-            id,
-            session_id: log_session.to_string(),
-            data,
-            message_row,
-        });
+        if let Some(session) = log_session {
+            self.ops.push(Op::InsertEvent {
+                id,
+                session_id: session.to_string(),
+                data: json.clone(),
+            });
+        }
         events.push(Event {
             id,
             event_type: ty.to_string(),
@@ -1147,8 +1166,7 @@ impl Core {
 
     /// A new row with the next id; the caller fills in the rest.
     fn new_row(&mut self, session_id: &str, kind: MessageKind, text: String) -> MessageRow {
-        let id = self.state.next_message_id;
-        self.state.next_message_id += 1;
+        let id = self.state.take_id();
         let now = self.clock.now();
         MessageRow {
             id,
@@ -1174,7 +1192,12 @@ impl Core {
     }
 
     /// Stores a new row (index, op, event).
-    fn insert_row(&mut self, row: MessageRow, route: &Route, events: &mut Vec<Event>) {
+    fn insert_row(&mut self, mut row: MessageRow, route: &Route, events: &mut Vec<Event>) {
+        let logged = logs_itself(&row, route);
+        if logged && row.id != self.state.next_id - 1 {
+            // Its event must come after every event already emitted: a newer id.
+            row.id = self.state.take_id();
+        }
         self.idx(&row.session_id).add(&row);
         if !row.hidden {
             self.emit_row(events, &row, route, true);
@@ -1182,7 +1205,7 @@ impl Core {
         if row.draft {
             self.state.draft_rows.insert(row.id, row.clone());
         }
-        self.ops.push(Op::InsertMessage(row));
+        self.ops.push(Op::InsertMessage { row, logged });
     }
 
     async fn store_reply(
@@ -1557,8 +1580,8 @@ impl Core {
                     session_id: &'a str,
                     message: MessageJson<'a>,
                 }
-                let id = self.state.next_event_id;
-                self.state.next_event_id += 1;
+                let logged = added && logs_itself(row, route);
+                let id = if logged { row.id } else { self.state.take_id() };
                 let ty = if added {
                     "message_added"
                 } else {
@@ -1571,21 +1594,8 @@ impl Core {
                     message: MessageJson(row),
                 })
                 .expect("serializable");
-                // A row that never changes after this event is logged by reference (the log
-                // rebuilds the identical event from it): final assistant messages, notices and
-                // errors. Drafts, user and transcript rows change later: logged in full.
-                let immutable = added
-                    && !row.draft
-                    && row.delivery.is_none()
-                    && matches!(
-                        row.kind,
-                        MessageKind::Assistant | MessageKind::Notice | MessageKind::Error
-                    );
-                // Only `message_added` is ever logged by reference (`immutable` needs `added`),
-                // so the reference needs no data of its own: `events_after` knows the type and
-                // takes the session from the row.
-                let stored = immutable.then(|| (String::new(), row.id));
-                self.push_event(events, id, ty, &row.session_id, json, stored);
+                let log_session = (!logged).then_some(row.session_id.as_str());
+                self.push_event(events, id, ty, log_session, json);
                 return;
             }
             Route::Insights { call_id } => {
@@ -1717,7 +1727,7 @@ impl Core {
         self.state
             .draft_rows
             .retain(|_, r| r.session_id != session_id && r.session_id != insights_id);
-        let events_before = self.state.next_event_id;
+        let events_before = self.state.next_id;
         let data = json!({"type": "session_deleted", "session_id": session_id});
         self.emit(events, session_id, data);
         self.ops.push(Op::DeleteSessions {
@@ -1789,7 +1799,7 @@ impl Core {
             session_id,
             json!({"type": "transcript_added", "session_id": session_id, "transcript": view}),
         );
-        self.ops.push(Op::InsertMessage(row));
+        self.ops.push(Op::InsertMessage { row, logged: false });
         Ok(Ok(view))
     }
 
@@ -1958,15 +1968,21 @@ mod tests {
             json!({"session_id": s, "status": "message", "message_id": "m1", "reply_text": "one"}),
         )
         .await;
-        // Another connection takes the event id the next commit will use: its message row is
-        // inserted first, then its event clashes on the primary key.
+        // The reply to a typing scope writes its row (its own event), then `typing_stopped`
+        // into `events`. Another connection takes that event's id: the message row goes in
+        // first, then the event clashes on the primary key.
+        post(
+            &c,
+            json!({"session_id": s, "status": "typing", "user_message_id": "u2"}),
+        )
+        .await;
         use sqlx::ConnectOptions;
         let mut other = sqlx::sqlite::SqliteConnectOptions::new()
             .filename(dir.path().join("t.db"))
             .connect()
             .await
             .unwrap();
-        let taken = c.store().last_event_id().await.unwrap() + 1;
+        let taken = c.store().last_event_id().await.unwrap() + 2;
         sqlx::query("INSERT INTO events (id, session_id, data) VALUES (?, 'elsewhere', '{\"type\":\"marker\"}')")
             .bind(taken)
             .execute(&mut other)
@@ -1974,7 +1990,7 @@ mod tests {
             .unwrap();
         let two = parse_callback(
             TASK,
-            json!({"session_id": s, "status": "message", "message_id": "m2", "reply_text": "two"})
+            json!({"session_id": s, "status": "message", "message_id": "m2", "user_message_id": "u2", "reply_text": "two"})
                 .to_string()
                 .as_bytes(),
         )
@@ -2012,9 +2028,9 @@ mod tests {
         c.delete_session(&s).await.unwrap();
         // What a restart would start from: past the deleted rows, though none is left.
         let mut conn = c.store().connect_reader().await.unwrap();
-        let (next_message, next_event) = write::next_ids(&mut conn).await.unwrap();
-        assert!(next_message > highest, "{next_message} <= {highest}");
-        assert!(next_event > last_event, "{next_event} <= {last_event}");
+        let next = write::next_id(&mut conn).await.unwrap();
+        assert!(next > highest, "{next} <= {highest}");
+        assert!(next > last_event, "{next} <= {last_event}");
         let left: i64 = sqlx::query_scalar("SELECT count(*) FROM messages")
             .fetch_one(&mut conn)
             .await
@@ -2156,30 +2172,44 @@ mod tests {
                 "event {id}"
             );
         }
-        let refs: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM events WHERE message_row IS NOT NULL AND data = ''",
+        let mut reader = c.store().connect_reader().await.unwrap();
+        let logged: Vec<String> =
+            sqlx::query_scalar("SELECT kind FROM messages WHERE logged = 1 ORDER BY id")
+                .fetch_all(&mut reader)
+                .await
+                .unwrap();
+        assert_eq!(
+            logged,
+            ["assistant", "notice", "error"],
+            "the final message, the notice and the error are their own events"
+        );
+        let in_log: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM events WHERE id IN (SELECT id FROM messages WHERE logged = 1)",
         )
-        .fetch_one(&mut c.store().connect_reader().await.unwrap())
+        .fetch_one(&mut reader)
         .await
         .unwrap();
-        assert_eq!(
-            refs, 3,
-            "the final message, the notice and the error are references, without data"
-        );
-        // References logged by earlier versions carry `{"type","session_id"}`: same replay.
+        assert_eq!(in_log, 0, "and have no row in `events`");
+        // Logged by an earlier version: the same events as references (`message_row`, data
+        // `{"type","session_id"}`) in `events`. Same replay.
         let mut w = sqlx::ConnectOptions::connect(
             &sqlx::sqlite::SqliteConnectOptions::new().filename(c.store().path()),
         )
         .await
         .unwrap();
         let old = sqlx::query(
-            "UPDATE events SET data = json_object('type', 'message_added', 'session_id', \
-             session_id) WHERE message_row IS NOT NULL",
+            "INSERT INTO events (id, session_id, data, message_row) \
+             SELECT id, session_id, json_object('type', 'message_added', 'session_id', \
+             session_id), id FROM messages WHERE logged = 1",
         )
         .execute(&mut w)
         .await
         .unwrap();
         assert_eq!(old.rows_affected(), 3);
+        sqlx::query("UPDATE messages SET logged = 0")
+            .execute(&mut w)
+            .await
+            .unwrap();
         let mut replay = c.hub().subscribe(c.store().clone(), 0);
         for (id, json) in &emitted {
             let e = replay.next().await.unwrap();
