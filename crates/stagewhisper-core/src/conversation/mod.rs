@@ -468,14 +468,23 @@ fn key_digest(key: &str) -> u128 {
 // ---------------------------------------------------------------------------------------------
 
 /// What the writer knows of one session's stored messages, so batches decide without reading
-/// the database: the dedupe keys and the final texts per scope. Loaded on first use.
+/// the database: the dedupe keys, and the final texts of its most recent scopes. Loaded on
+/// first use.
 #[derive(Debug, Default)]
 struct SessionIndex {
     message_ids: HashSet<String, FastHash>,
     content_keys: HashSet<u128, FastHash>,
-    finals: HashMap<String, Vec<String>, FastHash>,
+    /// Final texts by scope, each with the scope's position among the session's scopes. Only
+    /// the last [`FINAL_SCOPES`] (at least) are kept: they answer whether a late stream part
+    /// repeats a final text, which happens within a reply or two, not hundreds later (and a
+    /// draft that settles on a final text is dropped by its content key anyway).
+    finals: HashMap<String, (u64, Vec<String>), FastHash>,
+    scopes: u64,
     last_used: u64,
 }
+
+/// Scopes whose final texts a session index keeps (it prunes at twice as many).
+const FINAL_SCOPES: u64 = 1024;
 
 impl SessionIndex {
     fn add(&mut self, row: &MessageRow) {
@@ -487,10 +496,22 @@ impl SessionIndex {
         }
         if !row.draft && matches!(row.kind, MessageKind::Assistant | MessageKind::Notice) {
             if let Some(scope) = &row.scope {
-                self.finals
-                    .entry(scope.clone())
-                    .or_default()
-                    .push(row.text.clone());
+                self.scopes += 1;
+                let at = self.scopes;
+                match self.finals.get_mut(scope.as_str()) {
+                    Some((seen, texts)) => {
+                        *seen = at;
+                        texts.push(row.text.clone());
+                    }
+                    None => {
+                        self.finals
+                            .insert(scope.clone(), (at, vec![row.text.clone()]));
+                        if self.finals.len() as u64 > 2 * FINAL_SCOPES {
+                            let keep_after = at - FINAL_SCOPES;
+                            self.finals.retain(|_, (seen, _)| *seen > keep_after);
+                        }
+                    }
+                }
             }
         }
     }
@@ -499,7 +520,7 @@ impl SessionIndex {
     fn final_extends(&self, scope: &str, text: &str) -> bool {
         self.finals
             .get(scope)
-            .is_some_and(|v| v.iter().any(|f| f.starts_with(text)))
+            .is_some_and(|(_, v)| v.iter().any(|f| f.starts_with(text)))
     }
 }
 
@@ -2045,6 +2066,57 @@ mod tests {
             h.update([0u8]);
         }
         h.finalize().to_vec()
+    }
+
+    #[test]
+    fn a_session_index_keeps_the_final_texts_of_its_recent_scopes() {
+        let final_row = |n: u64| MessageRow {
+            id: n as i64,
+            session_id: "s".into(),
+            kind: MessageKind::Assistant,
+            text: format!("The answer to question {n}."),
+            message_id: Some(format!("m{n}")),
+            task_id: None,
+            user_message_id: None,
+            scope: Some(format!("u{n}")),
+            error_code: None,
+            occurred_at: None,
+            received_at: "2026-11-29T12:00:00Z".into(),
+            sort_key: n as i64,
+            draft: false,
+            hidden: false,
+            content_key: Some(hash_hex(&[&n.to_string()])),
+            draft_key: None,
+            speaker: None,
+            delivery: None,
+            delivery_error: None,
+        };
+        let mut idx = SessionIndex::default();
+        let total = 5 * FINAL_SCOPES;
+        for n in 1..=total {
+            idx.add(&final_row(n));
+        }
+        assert!(idx.finals.len() as u64 <= 2 * FINAL_SCOPES);
+        // The recent scopes answer; a prefix of their final is redundant, other text is not.
+        for n in total - FINAL_SCOPES + 1..=total {
+            assert!(
+                idx.final_extends(&format!("u{n}"), "The answer"),
+                "scope u{n}"
+            );
+        }
+        assert!(!idx.final_extends(&format!("u{total}"), "Another answer"));
+        assert!(!idx.final_extends("u1", "The answer"), "long forgotten");
+        // A scope that gets another final stays recent.
+        idx.add(&MessageRow {
+            text: "A second final.".into(),
+            ..final_row(total - FINAL_SCOPES)
+        });
+        for n in total + 1..total + FINAL_SCOPES {
+            idx.add(&final_row(n));
+        }
+        assert!(idx.final_extends(&format!("u{}", total - FINAL_SCOPES), "A second"));
+        // Dedupe keys are never forgotten.
+        assert_eq!(idx.message_ids.len() as u64, total + FINAL_SCOPES - 1);
     }
 
     #[test]
