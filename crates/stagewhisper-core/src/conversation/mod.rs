@@ -524,8 +524,8 @@ impl SessionIndex {
     }
 }
 
-/// The hasher of the session indexes: seeded per process, several times faster than SipHash on
-/// these keys. Keys come only from callers holding the callback token.
+/// The hasher of the rules' maps keyed by ids: seeded per process, several times faster than SipHash on
+/// these keys (session ids, message ids, scopes). Keys come only from callers holding a token.
 type FastHash = foldhash::fast::RandomState;
 
 /// Sessions whose index stays in memory between batches.
@@ -535,7 +535,7 @@ const INDEX_CACHE: usize = 64;
 #[derive(Clone)]
 struct State {
     /// Every session ever created (deleted ones as tombstones), by id.
-    sessions: Arc<HashMap<String, SessionRecord>>,
+    sessions: Arc<HashMap<String, SessionRecord, FastHash>>,
     drafts: HashMap<(String, DraftKey), Draft>,
     /// Rows of visible drafts, by id.
     draft_rows: HashMap<i64, MessageRow>,
@@ -579,7 +579,7 @@ struct Actor {
 
 struct Core {
     state: State,
-    index: HashMap<String, SessionIndex>,
+    index: HashMap<String, SessionIndex, FastHash>,
     batch_no: u64,
     /// Writes decided by the current batch.
     ops: Vec<Op>,
@@ -888,7 +888,7 @@ impl Core {
         settings: Settings,
         hub: EventHub,
     ) -> Result<Core, StoreError> {
-        let sessions: HashMap<String, SessionRecord> = write::load_sessions(conn)
+        let sessions: HashMap<String, SessionRecord, FastHash> = write::load_sessions(conn)
             .await?
             .into_iter()
             .map(|s| (s.session_id.clone(), s))
@@ -922,7 +922,7 @@ impl Core {
         }
         Ok(Core {
             state,
-            index: HashMap::new(),
+            index: HashMap::default(),
             batch_no: 0,
             ops: Vec::new(),
             clock,
