@@ -524,8 +524,8 @@ impl SessionIndex {
     }
 }
 
-/// The hasher of the rules' maps keyed by ids: seeded per process, several times faster than SipHash on
-/// these keys (session ids, message ids, scopes). Keys come only from callers holding a token.
+/// The hasher of the rules' maps keyed by ids (session ids, message ids, scopes): seeded per
+/// process, several times faster than SipHash on them. Keys come only from token holders.
 type FastHash = foldhash::fast::RandomState;
 
 /// Sessions whose index stays in memory between batches.
