@@ -2294,6 +2294,55 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_merged_log_pages_in_order_without_gaps_or_repeats() {
+        // Rows that are their own event interleave with events logged in `events`; every page
+        // boundary must land between them correctly.
+        let (c, _clock, _dir) = start(30_000).await;
+        let s = c.create_session(false, None).await.unwrap().session_id;
+        for n in 0..120 {
+            let scope = format!("u{n}");
+            post(
+                &c,
+                json!({"session_id": s, "status": "typing", "user_message_id": scope}),
+            )
+            .await;
+            post(&c, json!({"session_id": s, "status": "message", "user_message_id": scope, "message_id": format!("m{n}"), "reply_text": format!("reply {n}")})).await;
+        }
+        let whole = c.store().events_after(0, 10_000).await.unwrap();
+        let types: Vec<String> = whole
+            .iter()
+            .map(|(_, d)| {
+                serde_json::from_str::<Value>(d).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(types.iter().filter(|t| *t == "message_added").count(), 120);
+        assert_eq!(types.iter().filter(|t| *t == "typing_started").count(), 120);
+        assert_eq!(types.iter().filter(|t| *t == "typing_stopped").count(), 120);
+        assert!(
+            whole.windows(2).all(|w| w[0].0 < w[1].0),
+            "strictly increasing"
+        );
+        for page in [1, 2, 3, 7, 50] {
+            let mut cursor = 0;
+            let mut paged = Vec::new();
+            loop {
+                let rows = c.store().events_after(cursor, page).await.unwrap();
+                let Some(last) = rows.last() else { break };
+                cursor = last.0;
+                paged.extend(rows);
+            }
+            assert_eq!(paged, whole, "pages of {page}");
+        }
+        assert_eq!(
+            c.store().last_event_id().await.unwrap(),
+            whole.last().unwrap().0
+        );
+    }
+
+    #[tokio::test]
     async fn an_interrupted_draft_settles_as_is_on_timeout() {
         let (c, clock, _dir) = start(5_000).await;
         let s = c.create_session(false, None).await.unwrap().session_id;
