@@ -312,7 +312,7 @@ fn main() {
                 );
             }
             println!(
-                "{:<10} {:>6} {:>10.2}x of bare (durable; rounds {:.2}-{:.2}), {:.2}x (dur-fsync; {:.2}-{:.2})",
+                "{:<10} {:>6} {:>10.3}x of bare (durable; rounds {:.2}-{:.2}), {:.2}x (dur-fsync; {:.2}-{:.2})",
                 "ratio", c, dr.0, dr.1, dr.2, fr.0, fr.1, fr.2
             );
         }
