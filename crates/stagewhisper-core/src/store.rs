@@ -325,9 +325,9 @@ impl Store {
     }
 }
 
-/// A logged reference plus its row: the event as it was emitted. References are logged with
-/// empty `data` (always a `message_added` of the row's session); those written before that
-/// carry `{"type", "session_id"}`, which is honoured.
+/// A `message_added` rebuilt from its row: the event as it was emitted. A row that is its own
+/// event comes with empty `data` (the type is implied, the session is the row's); a reference
+/// logged the 0003 way carries `{"type", "session_id"}`, which is honoured.
 fn expand_event(data: &str, row: &MessageRow) -> String {
     #[derive(serde::Deserialize)]
     struct Head {
