@@ -568,6 +568,13 @@ fn logs_itself(row: &MessageRow, route: &Route) -> bool {
         )
 }
 
+/// What [`Core::emit_row`] reports about a row.
+#[derive(Clone, Copy)]
+enum Change {
+    Added { logged: bool },
+    Updated,
+}
+
 struct Actor {
     /// Reads only (indexes, start-up state); the writer stage owns the writing connection.
     reader: SqliteConnection,
@@ -1221,7 +1228,7 @@ impl Core {
         }
         self.idx(&row.session_id).add(&row);
         if !row.hidden {
-            self.emit_row(events, &row, route, true);
+            self.emit_row(events, &row, route, Change::Added { logged });
         }
         if row.draft {
             self.state.draft_rows.insert(row.id, row.clone());
@@ -1310,7 +1317,7 @@ impl Core {
                     row.hidden = hidden;
                     self.idx(&cb.session_id).add(&row);
                     if !hidden {
-                        self.emit_row(events, &row, route, false);
+                        self.emit_row(events, &row, route, Change::Updated);
                     }
                     self.ops.push(Op::UpdateMessage(row));
                 }
@@ -1441,7 +1448,7 @@ impl Core {
                 row.text = text.clone();
                 let row = row.clone();
                 self.state.drafts.get_mut(key).expect("exists").shown = text;
-                self.emit_row(events, &row, &Route::Chat, false);
+                self.emit_row(events, &row, &Route::Chat, Change::Updated);
                 self.ops.push(Op::UpdateMessage(row));
             }
             None => {
@@ -1585,11 +1592,20 @@ impl Core {
         if let Some(i) = self.index.get_mut(&row.session_id) {
             i.add(&row);
         }
-        self.emit_row(events, &row, &Route::Chat, false);
+        self.emit_row(events, &row, &Route::Chat, Change::Updated);
         self.ops.push(Op::UpdateMessage(row));
     }
 
-    fn emit_row(&mut self, events: &mut Vec<Event>, row: &MessageRow, route: &Route, added: bool) {
+    /// `Change::Added { logged: true }`: the row is its own event (decided by `insert_row`,
+    /// which gave it the newest id).
+    fn emit_row(
+        &mut self,
+        events: &mut Vec<Event>,
+        row: &MessageRow,
+        route: &Route,
+        change: Change,
+    ) {
+        let added = matches!(change, Change::Added { .. });
         let (data, log_session) = match route {
             Route::Chat => {
                 // The hot path: serialized straight from the view, no JSON tree.
@@ -1601,7 +1617,7 @@ impl Core {
                     session_id: &'a str,
                     message: MessageJson<'a>,
                 }
-                let logged = added && logs_itself(row, route);
+                let logged = matches!(change, Change::Added { logged: true });
                 let id = if logged { row.id } else { self.state.take_id() };
                 let ty = if added {
                     "message_added"
@@ -1863,7 +1879,7 @@ impl Core {
                 json!({"type": "transcript_updated", "session_id": call_id, "transcript": view}),
             );
         } else {
-            self.emit_row(events, &row, &Route::Chat, false);
+            self.emit_row(events, &row, &Route::Chat, Change::Updated);
         }
         self.ops.push(Op::UpdateMessage(row));
         Ok(Ok(()))
