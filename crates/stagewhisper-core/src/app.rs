@@ -4,6 +4,7 @@
 use crate::api::{Assets, ControlApi};
 use crate::clock::{SharedClock, SystemClock};
 use crate::conversation::{Conversation, Settings};
+use crate::datadir::{DataDirLock, LockError};
 use crate::faults::Faults;
 use crate::http::{serve, AllowedHosts, Shutdown};
 use crate::links::{AssistantLink, CallbackTarget, LinkSettings};
@@ -65,6 +66,9 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Another process holds the data dir (or its lock could not be taken).
+    #[error(transparent)]
+    Lock(#[from] LockError),
     #[error(transparent)]
     Token(#[from] TokenError),
     #[error("cannot open the database: {0}")]
@@ -98,6 +102,8 @@ pub struct App {
     pub tunnel: TunnelManager,
     shutdown: Shutdown,
     servers: Vec<JoinHandle<()>>,
+    /// One process per data dir, for as long as this app lives (see [`crate::datadir`]).
+    _data_dir_lock: DataDirLock,
 }
 
 /// Platform default: `$STAGEWHISPER_DATA_DIR`, `$XDG_DATA_HOME/stagewhisper`,
@@ -147,6 +153,8 @@ fn origin(addr: SocketAddr) -> String {
 impl App {
     pub async fn start(config: Config) -> Result<App, StartError> {
         ensure_dir(&config.data_dir)?;
+        // Before anything in the data dir is read or written: a second instance touches nothing.
+        let data_dir_lock = DataDirLock::acquire(&config.data_dir)?;
         let data_dir = config
             .data_dir
             .canonicalize()
@@ -263,6 +271,7 @@ impl App {
             tunnel,
             shutdown,
             servers,
+            _data_dir_lock: data_dir_lock,
         })
     }
 

@@ -7,12 +7,14 @@
 //! - [`api`]: the control API + web UI for the browser and the desktop shell;
 //! - [`links`]: the assistant link (`POST /v1/incoming` outbox, status, `/v1/events` fallback);
 //! - [`transcript`]: transcript files (WebVTT, SRT, JSONL) and the replay client;
+//! - [`datadir`]: one process per data dir (an exclusive lock held while the app runs);
 //! - [`tokens`]: secrets; [`faults`]: test-only fault injection; [`app`]: wiring it all together.
 
 pub mod api;
 pub mod app;
 pub mod clock;
 pub mod conversation;
+pub mod datadir;
 pub mod events;
 pub mod faults;
 pub mod http;
