@@ -272,14 +272,19 @@ pub fn parse_callback(task_id: &str, body: &[u8]) -> Result<Callback, ProtocolEr
     let label = optional_text(obj.label, "label")?;
     let error_code = optional_str(obj.error_code, "error_code")?;
     let error_message = optional_text(obj.error_message, "error_message")?;
-    let occurred_raw = optional_str(obj.occurred_at, "occurred_at")?;
     if let Some(t) = &body_task_id {
         if !t.eq_ignore_ascii_case(task_id) {
             return Err(ProtocolError::TaskIdMismatch);
         }
     }
     let status = Status::parse(&status_raw).ok_or(ProtocolError::InvalidStatus(status_raw))?;
-    let occurred_at = occurred_raw.as_deref().and_then(parse_rfc3339);
+    // A message is never lost over its timestamp: an `occurred_at` that is not an RFC 3339
+    // string (epoch milliseconds, `true`, an object, any other text) is ignored and the message
+    // is ordered by arrival. A non-string value was skipped by the parser, never built.
+    let occurred_at = match &obj.occurred_at {
+        Field::Str(s) => parse_rfc3339(s),
+        Field::Absent | Field::Null | Field::Other => None,
+    };
     let mut cb = Callback {
         task_id: task_id.to_string(),
         session_id,
@@ -520,6 +525,52 @@ mod tests {
             parse(r#"{"session_id":"s","status":"stream","chunk":{"type":"reasoning-delta"}}"#)
                 .unwrap();
         assert_eq!(cb.chunk, Some(StreamChunk::Other("reasoning-delta".into())));
+    }
+
+    #[test]
+    fn an_unusable_occurred_at_is_ignored_not_rejected() {
+        for v in [
+            "1733050000000",
+            "1733050000.5",
+            "-1",
+            "true",
+            "false",
+            "null",
+            r#"{"ms":1733050000000,"tz":["UTC"]}"#,
+            r#"["2026-11-29T12:35:28Z"]"#,
+            r#""""#,
+            r#""2026-13-45T99:00:00Z""#,
+        ] {
+            let body = format!(
+                r#"{{"session_id":"s","status":"message","reply_text":"hi","occurred_at":{v},"message_id":"m"}}"#
+            );
+            let cb = parse(&body).unwrap_or_else(|e| panic!("occurred_at {v}: {e:?}"));
+            assert_eq!(cb.occurred_at, None, "occurred_at {v}");
+            // The fields after it are still read.
+            assert_eq!(cb.reply_text.as_deref(), Some("hi"), "occurred_at {v}");
+            assert_eq!(cb.message_id.as_deref(), Some("m"), "occurred_at {v}");
+        }
+        // A string longer than any id is no longer an error either.
+        let long = "x".repeat(MAX_ID_LEN + 1);
+        let cb = parse(&format!(
+            r#"{{"session_id":"s","status":"typing","occurred_at":"{long}"}}"#
+        ))
+        .unwrap();
+        assert_eq!(cb.occurred_at, None);
+        // A usable one is still used.
+        let cb = parse(
+            r#"{"session_id":"s","status":"typing","meta":1733050000000,"occurred_at":"2026-11-29T12:35:28Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(cb.occurred_at, parse_rfc3339("2026-11-29T12:35:28Z"));
+        assert!(cb.occurred_at.is_some());
+        // The other fields keep their strict types.
+        assert_eq!(
+            parse(r#"{"session_id":"s","status":"typing","occurred_at":5,"message_id":5}"#)
+                .unwrap_err()
+                .code(),
+            "invalid_field"
+        );
     }
 
     #[test]
