@@ -1934,3 +1934,55 @@ async fn callback_token_rotation_takes_effect_at_once_and_persists() {
         vec!["with the old token", "with the new token", "after restart"]
     );
 }
+
+#[tokio::test]
+async fn a_non_string_occurred_at_is_ignored_and_the_message_kept_in_arrival_order() {
+    let app = App::start().await;
+    let sid = app.create_chat().await;
+    // A real timestamp two minutes ago first: the others arrive later and go after it.
+    let earlier = now_micros() - 120_000_000;
+    assert_applied(
+        &app.post(&with(
+            message(&sid, &new_id(), "t-ok", "with a timestamp"),
+            json!({"occurred_at": rfc3339(earlier)}),
+        ))
+        .await,
+    );
+    let before = now_micros();
+    let unusable = [
+        ("t-ms", json!(1_733_050_000_000_i64)),
+        ("t-float", json!(1_733_050_000.5)),
+        ("t-true", json!(true)),
+        (
+            "t-object",
+            json!({"epoch_ms": 1_733_050_000_000_i64, "tz": ["UTC"]}),
+        ),
+        ("t-array", json!(["2026-11-29T12:35:28Z"])),
+        ("t-long", json!("x".repeat(600))),
+    ];
+    for (mid, at) in &unusable {
+        let body = with(
+            message(&sid, &new_id(), mid, &format!("occurred_at {at}")),
+            json!({"occurred_at": at}),
+        );
+        let r = app.post(&body).await;
+        assert_applied(&r);
+        // Still deduped by message_id.
+        assert_duplicate(&app.post(&body).await);
+    }
+    let after = now_micros();
+
+    let msgs = app.messages(&sid).await;
+    let dump = dump_entries(&msgs);
+    let mut want = vec!["with a timestamp".to_owned()];
+    want.extend(unusable.iter().map(|(_, at)| format!("occurred_at {at}")));
+    assert_eq!(texts(&msgs), want, "ordered by arrival:\n{dump}");
+    assert_eq!(msgs[0]["sort_key"], json!(earlier), "{dump}");
+    for m in &msgs[1..] {
+        let k = m["sort_key"].as_i64().unwrap_or(-1);
+        assert!(
+            k >= before - 2_000_000 && k <= after + 2_000_000,
+            "sort_key {k} not ≈ arrival [{before}, {after}]:\n{dump}"
+        );
+    }
+}
