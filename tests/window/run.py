@@ -13,7 +13,9 @@ Python standard library only: the WebDriver client is a few JSON-over-HTTP calls
    is posted to the callback listener; a screenshot of the display (`import -window root`) must
    show the painted window; then the window gets WM_DELETE_WINDOW (what a window manager sends
    when the user clicks the close button) and the process must exit 0 with the message durable
-   (checked by starting the binary headless on the same data dir).
+   (checked by starting the binary headless on the same data dir). While the window runs, a
+   second `stagewhisper` in window mode on the same data dir must exit non-zero at once with
+   `already running (pid N)` on stderr and leave the data dir as it was.
 2. Through WebDriver (tauri-driver → WebKitWebDriver, which launches the binary): the page has
    `window.__TAURI__`; `invoke('api')` gives the callback URL and token and creates a call; an
    assistant callback posted over HTTP must show up in the window's DOM (so the `sw-event`
@@ -216,6 +218,43 @@ def start_headless_and_read(binary, data_dir, procs, env, session_id):
     return msgs
 
 
+def second_instance_refused(binary, data_dir, env, procs, holder_pid):
+    """A second `stagewhisper` in window mode (DISPLAY set, no --headless) on a data dir in use
+    must exit non-zero at once, name the holder on stderr, print nothing on stdout, open no
+    window and leave the data dir's files as they were."""
+    watched = ("ui_url", "callback_token", "ui_token", "stagewhisper.lock")
+    def state():
+        return {n: ((data_dir / n).stat().st_mtime_ns, (data_dir / n).read_bytes()) for n in watched}
+    before = state()
+    started = time.monotonic()
+    p = procs.start(
+        [str(binary), "--data-dir", str(data_dir)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        out, err = p.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        raise Fail("a second window-mode instance on the same data dir is still running after 20 s") from None
+    took = time.monotonic() - started
+    err = err.decode(errors="replace")
+    if p.returncode == 0:
+        raise Fail(f"a second window-mode instance on the same data dir exited 0; stderr:\n{err[-3000:]}")
+    if f"already running (pid {holder_pid})" not in err:
+        raise Fail(f"the second instance does not say `already running (pid {holder_pid})`; stderr:\n{err[-3000:]}")
+    if out.strip():
+        raise Fail(f"the refused instance printed on stdout: {out!r}")
+    if "window open" in err:
+        raise Fail(f"the refused instance opened a window; stderr:\n{err[-3000:]}")
+    after = state()
+    changed = [n for n in watched if before[n] != after[n]]
+    if changed:
+        raise Fail(f"the refused instance changed {changed} in the data dir")
+    log(f"   second instance on the same data dir: exit {p.returncode} in {took:.2f} s, `already running (pid {holder_pid})`, data dir untouched: ok")
+
+
 # ------------------------------------------------------------------------------------------------
 # X11: send WM_DELETE_WINDOW to the app's window, as a window manager does on "close".
 
@@ -393,6 +432,7 @@ def part_direct(binary, env, tmp, procs, display, artifacts):
     sid = call["session_id"]
     text = f"Direct launch {uuid.uuid4().hex[:8]}: ask about their timeline."
     post_callback(ready, sid, text)
+    second_instance_refused(binary, data, env, procs, app.pid)
 
     shot = artifacts / "window-direct.png"
     std = settled_screenshot(env, shot)
