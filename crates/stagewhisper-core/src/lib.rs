@@ -16,6 +16,7 @@ pub mod conversation;
 pub mod events;
 pub mod faults;
 pub mod http;
+pub mod hub;
 pub mod links;
 pub mod listener;
 pub mod model;
