@@ -5,10 +5,13 @@
 //! - [`client`]: the operator client ([`HubClient::start`] → [`HubHandle`] + a stream of
 //!   [`HubEvent`]s), with reconnects, a liveness timer, queued writes, replay and echo
 //!   suppression, and the REST reads a settings page needs ([`list_sessions`], [`me`]);
+//! - `fake` (cargo feature `fake-hub`): a conformance fake of the hub for tests.
 //!
 //! Not wired into the app yet: the assistant-kind wiring comes with the assistant trait.
 
 pub mod client;
+#[cfg(feature = "fake-hub")]
+pub mod fake;
 pub mod frames;
 
 pub use client::{
