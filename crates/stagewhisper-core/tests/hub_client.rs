@@ -5,7 +5,7 @@
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use stagewhisper_core::http::Shutdown;
-use stagewhisper_core::hub::fake::{FakeHub, FakeHubConfig};
+use stagewhisper_core::hub::fake::{FakeHub, FakeHubConfig, PromptAck};
 use stagewhisper_core::hub::{
     list_sessions, me, HubClient, HubEvent, HubHandle, HubSettings, HubStatus, HubTiming,
     Resolution, Role, Token, CHANNEL_OFFLINE,
@@ -798,9 +798,9 @@ async fn a_prompt_typed_during_an_outage_is_delivered_once_after_subscribed() {
 
 #[tokio::test]
 async fn a_silent_socket_is_treated_as_dead_and_reopened() {
-    let mut rig = attached_with(FakeHubConfig::default(), |t| t.liveness = ms(300)).await;
-    // Healthy but quiet: pings keep it alive past several liveness periods.
-    tokio::time::sleep(ms(700)).await;
+    let mut rig = attached_with(FakeHubConfig::default(), |t| t.liveness = ms(500)).await;
+    // Healthy but quiet: pings keep it alive past two liveness periods.
+    tokio::time::sleep(ms(1200)).await;
     assert_eq!(rig.hub.cli_upgrades(), 1);
     rig.hub.freeze_cli();
     let s = rig.events.status("offline").await;
@@ -869,4 +869,149 @@ async fn unknown_and_malformed_frames_are_ignored_and_errors_surface_with_their_
     assert_eq!(rig.hub.cli_upgrades(), 1);
     let chat = prompt(&mut rig, 9, "ok?").await;
     assert!(chat.starts_with("chat-"));
+}
+
+#[tokio::test]
+async fn an_ack_without_chat_id_still_correlates_in_order() {
+    let mut rig = attached().await;
+    rig.hub.set_prompt_ack(PromptAck::WithoutChatId);
+    rig.handle.prompt(31, "first").unwrap();
+    rig.handle.prompt(32, "second").unwrap();
+    let acks: Vec<HubEvent> = {
+        let mut v = Vec::new();
+        for id in [31, 32] {
+            v.push(
+                rig.events
+                    .until(
+                        "an ack",
+                        |e| matches!(e, HubEvent::Acked { local_id, .. } if *local_id == id),
+                    )
+                    .await,
+            );
+        }
+        v
+    };
+    assert_eq!(
+        acks,
+        vec![
+            HubEvent::Acked {
+                local_id: 31,
+                chat_id: None
+            },
+            HubEvent::Acked {
+                local_id: 32,
+                chat_id: None
+            },
+        ]
+    );
+    // Back to acks with a chatId: the next prompt gets its own.
+    rig.hub.set_prompt_ack(PromptAck::WithChatId);
+    let chat = prompt(&mut rig, 33, "third").await;
+    assert_eq!(chat, "chat-3");
+}
+
+#[tokio::test]
+async fn a_prompt_the_hub_never_acknowledged_is_reported_and_not_sent_again() {
+    let mut rig = attached().await;
+    rig.hub.set_prompt_ack(PromptAck::Never);
+    rig.handle.prompt(21, "lost in the crash?").unwrap();
+    rig.hub
+        .wait_cli_frame("prompt", WAIT, |_| true)
+        .await
+        .expect("the prompt reached the hub");
+    rig.hub.restart().await;
+    rig.events
+        .until("unconfirmed", |e| {
+            *e == HubEvent::Unconfirmed { local_id: 21 }
+        })
+        .await;
+    rig.events.status("online").await;
+    rig.hub.set_prompt_ack(PromptAck::WithChatId);
+    let _ = prompt(&mut rig, 22, "after").await;
+    let texts: Vec<Value> = frames_of(&rig.hub, "prompt")
+        .into_iter()
+        .map(|f| f["text"].clone())
+        .collect();
+    assert_eq!(texts, [json!("lost in the crash?"), json!("after")]);
+}
+
+#[tokio::test]
+async fn a_replay_cutoff_from_the_previous_run_hides_history_already_shown() {
+    let hub = FakeHub::start(FakeHubConfig::default()).await;
+    // A first run sees one reply and keeps the newest hub timestamp.
+    let (h1, mut e1, stop1) = start_client(settings(&hub, "cw_sess_ana"));
+    e1.status("online").await;
+    hub.reply(Some("chat-a"), "shown in the first run");
+    e1.until("the reply", |e| matches!(e, HubEvent::Reply { .. }))
+        .await;
+    let cutoff = h1.newest_event_ts().expect("a hub timestamp was seen");
+    stop1.trigger();
+    hub.request_permission("req-old", "Bash", "still pending");
+
+    // The next run starts with that cutoff: the replay of the old reply is not shown, the
+    // pending request is, and new replies are.
+    let mut s = settings(&hub, "cw_sess_ana");
+    s.replay_cutoff = Some(cutoff);
+    let (_h2, mut e2, stop2) = start_client(s);
+    e2.status("online").await;
+    let got = e2.until_marker(&hub).await;
+    assert!(replies(&got).is_empty(), "{got:#?}");
+    assert!(
+        got.iter().any(
+            |e| matches!(e, HubEvent::Permission { request_id, .. } if request_id == "req-old")
+        ),
+        "{got:#?}"
+    );
+    hub.reply(Some("chat-b"), "new");
+    e2.until(
+        "the new reply",
+        |e| matches!(e, HubEvent::Reply { text, .. } if text == "new"),
+    )
+    .await;
+
+    // Without a cutoff a fresh client shows the hub's replay (what the cutoff is for).
+    let (_h3, mut e3, stop3) = start_client(settings(&hub, "cw_sess_ana"));
+    e3.status("online").await;
+    let got = e3.until_marker(&hub).await;
+    assert!(
+        replies(&got)
+            .iter()
+            .any(|(_, t, _)| t == "shown in the first run"),
+        "{got:#?}"
+    );
+    stop2.trigger();
+    stop3.trigger();
+}
+
+#[tokio::test]
+async fn the_fake_accepts_the_browser_subprotocol_and_refuses_a_missing_token() {
+    let hub = FakeHub::start(FakeHubConfig::default()).await;
+    let url = hub.url().replace("http://", "ws://") + "/cli";
+    let addr = hub.url().trim_start_matches("http://").to_string();
+
+    let mut req = url.as_str().into_client_request().unwrap();
+    req.headers_mut().insert(
+        "sec-websocket-protocol",
+        "bearer, cw_sess_bob".parse().unwrap(),
+    );
+    let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut ws, resp) = tokio_tungstenite::client_async(req, tcp).await.unwrap();
+    assert_eq!(resp.headers()["sec-websocket-protocol"], "bearer");
+    ws.send(Message::text(
+        json!({"type": "subscribe", "sessionId": hub.session_id()}).to_string(),
+    ))
+    .await
+    .unwrap();
+    let first = next_json(&mut ws).await;
+    assert_eq!(first["type"], "subscribed");
+    assert_eq!(first["role"], "owner");
+
+    let req = url.as_str().into_client_request().unwrap();
+    let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    match tokio_tungstenite::client_async(req, tcp).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 401),
+        other => panic!("expected 401, got {:?}", other.map(|(_, r)| r.status())),
+    }
+    assert_eq!(hub.cli_attempts(), 2);
+    assert_eq!(hub.cli_upgrades(), 1);
 }

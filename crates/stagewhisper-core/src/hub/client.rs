@@ -130,6 +130,11 @@ pub struct HubSettings {
     /// The Claude Code session to attach to.
     pub session_id: String,
     pub timing: HubTiming,
+    /// Events stamped at or before this are taken as already shown (the hub replays recent
+    /// history on every subscribe, also to a client that has just started). Use a time the hub
+    /// gave, [`HubHandle::newest_event_ts`] of the previous run, not this computer's clock.
+    /// `None`: surface everything the hub sends. Pending permission requests always surface.
+    pub replay_cutoff: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl HubSettings {
@@ -139,6 +144,7 @@ impl HubSettings {
             session_token: token,
             session_id: session_id.into(),
             timing: HubTiming::default(),
+            replay_cutoff: None,
         }
     }
 
@@ -446,6 +452,7 @@ pub struct HubHandle {
     tx: mpsc::UnboundedSender<Command>,
     queued: Arc<std::sync::atomic::AtomicUsize>,
     permissions: Arc<Mutex<Permissions>>,
+    newest: Arc<Mutex<Option<chrono::DateTime<chrono::Utc>>>>,
 }
 
 impl HubHandle {
@@ -502,6 +509,12 @@ impl HubHandle {
         })
     }
 
+    /// The newest hub timestamp of the events seen so far: keep it, and hand it back as
+    /// [`HubSettings::replay_cutoff`] next time so the hub's replay is not shown again.
+    pub fn newest_event_ts(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        *self.newest.lock().expect("newest lock")
+    }
+
     /// A message on the operators' lane.
     pub fn op_message(&self, text: impl Into<String>) -> Result<(), HubError> {
         self.write(Outgoing::OpMessage { text: text.into() })
@@ -540,6 +553,7 @@ impl HubClient {
             tx,
             queued: Arc::default(),
             permissions: Arc::default(),
+            newest: Arc::default(),
         };
         let worker = Worker {
             settings,
@@ -549,6 +563,7 @@ impl HubClient {
             shutdown,
             queued: handle.queued.clone(),
             permissions: handle.permissions.clone(),
+            newest: handle.newest.clone(),
             queue: VecDeque::new(),
             in_flight: VecDeque::new(),
             own_prompts: VecDeque::new(),
@@ -620,6 +635,7 @@ struct Worker {
     shutdown: Shutdown,
     queued: Arc<std::sync::atomic::AtomicUsize>,
     permissions: Arc<Mutex<Permissions>>,
+    newest: Arc<Mutex<Option<chrono::DateTime<chrono::Utc>>>>,
     /// Writes not yet on a socket.
     queue: VecDeque<Outgoing>,
     /// Writes on the socket that the hub has not acknowledged yet, oldest first.
@@ -962,6 +978,21 @@ impl Worker {
                 if !self.seen.insert(event.content_key()) {
                     tracing::debug!(kind = %event.kind, ty = %event.ty, "replayed event dropped");
                     return None;
+                }
+                let ts = chrono::DateTime::parse_from_rfc3339(&event.ts)
+                    .ok()
+                    .map(|t| t.with_timezone(&chrono::Utc));
+                if let Some(ts) = ts {
+                    let mut n = self.newest.lock().expect("newest lock");
+                    if n.is_none_or(|n| ts > n) {
+                        *n = Some(ts);
+                    }
+                }
+                if let (Some(cutoff), Some(ts)) = (self.settings.replay_cutoff, ts) {
+                    if ts <= cutoff {
+                        tracing::debug!(kind = %event.kind, ty = %event.ty, "event from before the cutoff dropped");
+                        return None;
+                    }
                 }
                 match &event.class {
                     EventClass::Chat(ChatType::Prompt) => {

@@ -73,6 +73,18 @@ impl Default for FakeHubConfig {
     }
 }
 
+/// How the fake acknowledges a `prompt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PromptAck {
+    /// `ack {ok, chatId}` (the hub's current type definitions).
+    #[default]
+    WithChatId,
+    /// `ack {ok}` (the AsyncAPI allows it).
+    WithoutChatId,
+    /// No ack at all (a hub that dies before answering).
+    Never,
+}
+
 struct Cli {
     tx: mpsc::UnboundedSender<Message>,
     token: String,
@@ -95,6 +107,7 @@ struct State {
     cli_attempts: usize,
     cli_upgrades: usize,
     next_chat: u64,
+    prompt_ack: PromptAck,
 }
 
 struct Inner {
@@ -252,6 +265,11 @@ impl FakeHub {
         for c in s.clis.values() {
             let _ = c.freeze.send(true);
         }
+    }
+
+    /// How later prompts are acknowledged.
+    pub fn set_prompt_ack(&self, mode: PromptAck) {
+        self.inner.state.lock().expect("lock").prompt_ack = mode;
     }
 
     /// Whether the Claude Code session counts as connected (broadcasts `channel_status`).
@@ -562,9 +580,21 @@ fn upgrade_response<B>(req: &Request<B>) -> Option<Response<Full<Bytes>>> {
     if !is_ws {
         return None;
     }
+    let bearer_protocol = req
+        .headers()
+        .get(hyper::header::SEC_WEBSOCKET_PROTOCOL)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|p| p.split(',').next().map(str::trim) == Some("bearer"));
     let mut r = Response::new(Full::new(Bytes::new()));
     *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let h = r.headers_mut();
+    if bearer_protocol {
+        // The browser fallback names `bearer` as the subprotocol; the server selects it.
+        h.insert(
+            hyper::header::SEC_WEBSOCKET_PROTOCOL,
+            hyper::header::HeaderValue::from_static("bearer"),
+        );
+    }
     h.insert(
         hyper::header::UPGRADE,
         hyper::header::HeaderValue::from_static("websocket"),
@@ -819,7 +849,15 @@ fn on_cli_frame(
                 "ts": now_ts()}});
             s.record_event(&echo, inner.cfg.replay);
             s.broadcast(&echo);
-            let _ = tx.send(text(&json!({"type": "ack", "ok": true, "chatId": chat})));
+            match s.prompt_ack {
+                PromptAck::WithChatId => {
+                    let _ = tx.send(text(&json!({"type": "ack", "ok": true, "chatId": chat})));
+                }
+                PromptAck::WithoutChatId => {
+                    let _ = tx.send(text(&json!({"type": "ack", "ok": true})));
+                }
+                PromptAck::Never => {}
+            }
             if let Some((_, ch)) = &s.channel {
                 let _ = ch.send(text(&json!({"type": "prompt", "chatId": chat, "text": t})));
             }
