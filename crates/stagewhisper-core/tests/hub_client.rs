@@ -28,6 +28,7 @@ fn timing() -> HubTiming {
         backoff: vec![ms(20), ms(50), ms(100)],
         liveness: Duration::from_secs(30),
         connect_timeout: Duration::from_secs(5),
+        channel_grace: Duration::from_secs(5),
     }
 }
 
@@ -476,6 +477,37 @@ async fn channel_offline_turns_the_status_offline_with_the_sentence() {
     );
     rig.hub.set_channel_connected(true);
     rig.events.status("online").await;
+}
+
+#[tokio::test]
+async fn without_word_on_the_channel_it_is_never_online() {
+    let hub = FakeHub::start(FakeHubConfig {
+        announce_channel: false,
+        ..FakeHubConfig::default()
+    })
+    .await;
+    let mut s = settings(&hub, "cw_sess_ana");
+    s.timing.channel_grace = ms(200);
+    let (_handle, mut events, shutdown) = start_client(s);
+    events
+        .until("the role", |e| matches!(e, HubEvent::Role(_)))
+        .await;
+    let st = events.status("offline").await;
+    assert_eq!(
+        st,
+        HubStatus::Offline {
+            reason: CHANNEL_OFFLINE.into()
+        }
+    );
+    assert!(
+        !events.log.contains(&HubEvent::Status(HubStatus::Online)),
+        "{:#?}",
+        events.log
+    );
+    // The first word from the hub settles it.
+    hub.set_channel_connected(true);
+    events.status("online").await;
+    shutdown.trigger();
 }
 
 /// A stand-in for the Claude Code side (what the channel MCP server does on `/channel`).

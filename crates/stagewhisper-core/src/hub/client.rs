@@ -97,6 +97,9 @@ pub struct HubTiming {
     pub liveness: Duration,
     /// For resolve + connect + TLS + upgrade, and for a REST request.
     pub connect_timeout: Duration,
+    /// After `subscribed`, how long to wait for the hub's `channel_status` before reporting
+    /// the Claude Code session as not connected (the status stays `connecting` until then).
+    pub channel_grace: Duration,
 }
 
 impl Default for HubTiming {
@@ -108,6 +111,7 @@ impl Default for HubTiming {
                 .collect(),
             liveness: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
+            channel_grace: Duration::from_secs(3),
         }
     }
 }
@@ -672,13 +676,15 @@ impl Worker {
         }
     }
 
+    /// After `subscribed`: online when the channel is connected, offline when it is not;
+    /// still `connecting` while the hub has not said yet (see [`HubTiming::channel_grace`]).
     async fn subscribed_status(&mut self) {
-        let s = if self.channel == Some(true) {
-            HubStatus::Online
-        } else {
-            HubStatus::Offline {
+        let s = match self.channel {
+            Some(true) => HubStatus::Online,
+            Some(false) => HubStatus::Offline {
                 reason: CHANNEL_OFFLINE.to_string(),
-            }
+            },
+            None => return,
         };
         self.set_status(s).await;
     }
@@ -848,9 +854,18 @@ impl Worker {
         let ping_every = liveness / 3;
         let mut last_rx = Instant::now();
         let mut pinged = false;
+        // What the channel was on an earlier socket may no longer hold.
+        self.channel = None;
+        let mut subscribed_at: Option<Instant> = None;
+        let mut grace_over = false;
         loop {
             let ping_at = last_rx + ping_every;
             let dead_at = last_rx + liveness;
+            if self.subscribed && subscribed_at.is_none() {
+                subscribed_at = Some(Instant::now());
+            }
+            let grace_at = subscribed_at.map(|t| t + self.settings.timing.channel_grace);
+            let waiting_channel = self.subscribed && self.channel.is_none() && !grace_over;
             let end = tokio::select! {
                 _ = self.shutdown.wait() => {
                     let _ = sink.send(Message::Close(None)).await;
@@ -862,7 +877,12 @@ impl Worker {
                     match m {
                         None => Some(End::Retry("the hub closed the connection".into())),
                         Some(Err(e)) => Some(End::Retry(format!("the connection to the hub failed: {e}"))),
-                        Some(Ok(Message::Text(t))) => self.on_text(t.as_str()).await,
+                        Some(Ok(Message::Text(t))) => {
+                            let end = self.on_text(t.as_str()).await;
+                            // Time spent handing events to a slow reader is not silence.
+                            last_rx = Instant::now();
+                            end
+                        }
                         Some(Ok(Message::Close(frame))) => Some(match frame {
                             Some(f) if f.code == CloseCode::Policy => End::Final(if f.reason.is_empty() {
                                 "the hub closed the connection for a policy violation (1008)".to_string()
@@ -891,6 +911,12 @@ impl Worker {
                     } else {
                         None
                     }
+                }
+                _ = tokio::time::sleep_until(grace_at.unwrap_or(dead_at)), if waiting_channel => {
+                    // The hub said nothing about the Claude Code session: not online.
+                    grace_over = true;
+                    self.set_status(HubStatus::Offline { reason: CHANNEL_OFFLINE.to_string() }).await;
+                    None
                 }
                 _ = tokio::time::sleep_until(dead_at) => {
                     tracing::warn!(session_id = %self.settings.session_id, silent_ms = liveness.as_millis() as u64, "hub socket silent; treating it as dead");

@@ -55,6 +55,9 @@ pub struct FakeHubConfig {
     pub replay: usize,
     /// Whether the Claude Code session counts as connected without a `/channel` socket.
     pub channel_connected: bool,
+    /// Whether `subscribe` is answered with the current `channel_status` too (a hub that
+    /// only reports transitions would not).
+    pub announce_channel: bool,
 }
 
 impl Default for FakeHubConfig {
@@ -69,6 +72,7 @@ impl Default for FakeHubConfig {
             channel_token: "ck_live_fake".into(),
             replay: 50,
             channel_connected: true,
+            announce_channel: true,
         }
     }
 }
@@ -821,7 +825,9 @@ fn on_cli_frame(
                 ));
                 let p = s.presence(sid, Some(login), None);
                 s.broadcast(&p);
-                let _ = tx.send(text(&s.channel_status(sid)));
+                if inner.cfg.announce_channel {
+                    let _ = tx.send(text(&s.channel_status(sid)));
+                }
                 for e in &s.history {
                     let _ = tx.send(text(e));
                 }
