@@ -30,6 +30,8 @@ use crate::tunnel::net::{self, Failure, Io};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use http_body_util::{BodyExt, Empty, Limited};
+use hyper::header::HeaderValue;
+use hyper::StatusCode;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -38,9 +40,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::{header, HeaderValue, StatusCode};
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::Role as WsRole;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
 
@@ -629,7 +631,7 @@ enum End {
     Final(String),
 }
 
-type Ws = WebSocketStream<Box<dyn Io>>;
+type Ws = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
 struct Worker {
     settings: HubSettings,
@@ -1305,17 +1307,67 @@ async fn open_stream(url: &HubUrl, timeout: Duration) -> Result<Box<dyn Io>, Hub
     }
 }
 
-/// Opens `/cli` with the bearer token on the upgrade.
+/// Opens `/cli` with the bearer token on the upgrade. The upgrade is made with hyper, not by
+/// the WebSocket library, whose trace log prints the whole request (the token included).
 async fn connect_cli(url: HubUrl, token: Token, timing: HubTiming) -> Result<Ws, HubError> {
-    let mut req = url
-        .cli_url()
-        .into_client_request()
-        .map_err(|e| HubError::InvalidUrl(e.to_string()))?;
-    req.headers_mut()
-        .insert(header::AUTHORIZATION, token.header()?);
+    use hyper::header::{
+        AUTHORIZATION, CONNECTION, HOST, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY,
+        SEC_WEBSOCKET_VERSION, UPGRADE,
+    };
+    let auth = token.header()?;
     let stream = open_stream(&url, timing.connect_timeout).await?;
-    let handshake = tokio_tungstenite::client_async(req, stream);
-    match tokio::time::timeout(timing.connect_timeout, handshake).await {
+    let upgrade = async {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| HubError::Handshake(e.to_string()))?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.with_upgrades().await {
+                tracing::debug!(error = %e, "hub upgrade connection ended with an error");
+            }
+        });
+        let key = tungstenite::handshake::client::generate_key();
+        let req = hyper::Request::get(format!("{}/cli", url.prefix))
+            .header(HOST, url.authority.as_str())
+            .header(UPGRADE, "websocket")
+            .header(CONNECTION, "Upgrade")
+            .header(SEC_WEBSOCKET_VERSION, "13")
+            .header(SEC_WEBSOCKET_KEY, key.as_str())
+            .header(AUTHORIZATION, auth)
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| HubError::InvalidUrl(e.to_string()))?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| HubError::Handshake(e.to_string()))?;
+        let status = resp.status();
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            return Err(HubError::AuthFailed(format!(
+                "the upgrade was refused with HTTP {}",
+                status.as_u16()
+            )));
+        }
+        if status != StatusCode::SWITCHING_PROTOCOLS {
+            return Err(HubError::Handshake(format!(
+                "the hub answered HTTP {} instead of switching to WebSocket",
+                status.as_u16()
+            )));
+        }
+        let accept = derive_accept_key(key.as_bytes());
+        let accepted = resp
+            .headers()
+            .get(SEC_WEBSOCKET_ACCEPT)
+            .is_some_and(|v| v.as_bytes() == accept.as_bytes());
+        if !accepted {
+            return Err(HubError::Handshake(
+                "the hub's Sec-WebSocket-Accept does not match".into(),
+            ));
+        }
+        let upgraded = hyper::upgrade::on(resp)
+            .await
+            .map_err(|e| HubError::Handshake(e.to_string()))?;
+        Ok(WebSocketStream::from_raw_socket(TokioIo::new(upgraded), WsRole::Client, None).await)
+    };
+    match tokio::time::timeout(timing.connect_timeout, upgrade).await {
         Err(_) => Err(HubError::Network(Failure::new(
             "timeout",
             format!(
@@ -1323,22 +1375,7 @@ async fn connect_cli(url: HubUrl, token: Token, timing: HubTiming) -> Result<Ws,
                 human(timing.connect_timeout)
             ),
         ))),
-        Ok(Ok((ws, _))) => Ok(ws),
-        Ok(Err(tungstenite::Error::Http(resp))) => {
-            let status = resp.status();
-            if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-                Err(HubError::AuthFailed(format!(
-                    "the upgrade was refused with HTTP {}",
-                    status.as_u16()
-                )))
-            } else {
-                Err(HubError::Handshake(format!(
-                    "the hub answered HTTP {}",
-                    status.as_u16()
-                )))
-            }
-        }
-        Ok(Err(e)) => Err(HubError::Handshake(e.to_string())),
+        Ok(r) => r,
     }
 }
 
