@@ -724,7 +724,7 @@ async fn handle(inner: Arc<Inner>, mut req: Request<Incoming>) -> Response<Full<
                 respond(
                     StatusCode::OK,
                     json!([{"id": inner.cfg.session_id, "routingName": "@fake",
-                        "cwd": "/work/project", "host": "fakehost",
+                        "cwd": "~/project", "host": "fakehost",
                         "online": s.channel_connected()}]),
                 )
             }
