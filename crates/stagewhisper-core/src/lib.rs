@@ -18,6 +18,7 @@ pub mod datadir;
 pub mod events;
 pub mod faults;
 pub mod http;
+pub mod hub;
 pub mod links;
 pub mod listener;
 pub mod model;
