@@ -353,6 +353,67 @@ async fn a_new_kind_converses_through_the_trait_with_no_change_to_the_rules() {
         other => panic!("{other:?}"),
     }
 
+    // A call: its prelude, then each final transcript turn, then "the call ended", in order.
+    let (s, v) = api(&app, Method::POST, "/api/calls", json!({"title": "Acme"})).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let call = v["session_id"].as_str().unwrap().to_string();
+    let (s, v) = api(
+        &app,
+        Method::POST,
+        &format!("/api/calls/{call}/transcript"),
+        json!({"speaker": "Ana", "text": "We need it by Friday."}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let (s, v) = api(
+        &app,
+        Method::POST,
+        &format!("/api/calls/{call}/end"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let call_entries = eventually("the call's entries", || async {
+        let seen = seen.lock().unwrap().clone();
+        let mine: Vec<Outgoing> = seen
+            .into_iter()
+            .filter(|e| e.session_id() == format!("insights:{call}"))
+            .collect();
+        let ended = mine
+            .iter()
+            .filter(|e| matches!(e, Outgoing::CallEnded { .. }))
+            .count();
+        (ended == 2).then_some(mine)
+    })
+    .await;
+    let order: Vec<&str> = call_entries
+        .iter()
+        .map(|e| match e {
+            Outgoing::Prelude { title, .. } => {
+                assert_eq!(title.as_deref(), Some("Acme"));
+                "prelude"
+            }
+            Outgoing::TranscriptTurn { speaker, text, .. } => {
+                assert_eq!(
+                    (speaker.as_deref(), text.as_str()),
+                    (Some("Ana"), "We need it by Friday.")
+                );
+                "turn"
+            }
+            Outgoing::CallEnded { .. } => "ended",
+            Outgoing::UserMessage { .. } => "user",
+        })
+        .collect();
+    // Each first attempt is refused once and retried under the same task id.
+    assert_eq!(
+        order,
+        ["prelude", "prelude", "turn", "turn", "ended", "ended"],
+        "{call_entries:?}"
+    );
+    for pair in call_entries.chunks(2) {
+        assert_eq!(pair[0], pair[1]);
+    }
+
     // Back to incoming with only `kind`: its saved settings are still there; so are the toy's.
     let (s, v) = api(
         &app,

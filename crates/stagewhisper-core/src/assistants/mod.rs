@@ -65,6 +65,13 @@ pub enum Outgoing {
         session_id: String,
         title: Option<String>,
     },
+    /// The call ended (after its last stored transcript turn was settled).
+    CallEnded {
+        task_id: String,
+        call_id: String,
+        /// `insights:<call>`.
+        session_id: String,
+    },
     /// A final transcript turn of a call.
     TranscriptTurn {
         task_id: String,
@@ -82,6 +89,7 @@ impl Outgoing {
         match self {
             Outgoing::UserMessage { task_id, .. }
             | Outgoing::Prelude { task_id, .. }
+            | Outgoing::CallEnded { task_id, .. }
             | Outgoing::TranscriptTurn { task_id, .. } => task_id,
         }
     }
@@ -91,6 +99,7 @@ impl Outgoing {
         match self {
             Outgoing::UserMessage { session_id, .. }
             | Outgoing::Prelude { session_id, .. }
+            | Outgoing::CallEnded { session_id, .. }
             | Outgoing::TranscriptTurn { session_id, .. } => session_id,
         }
     }
@@ -322,6 +331,35 @@ impl AssistantContext {
                 },
             );
             (true, true)
+        })
+    }
+
+    /// Creates a pending "call ended" record (once); `true` if one was created.
+    pub(crate) fn ensure_call_end(&self, call_id: &str) -> bool {
+        let now = self.clock.now_ms();
+        self.with_state(|st| {
+            if st.call_ends.contains_key(call_id) {
+                return (false, false);
+            }
+            st.call_ends.insert(
+                call_id.to_string(),
+                PreludeRecord {
+                    task_id: uuid::Uuid::new_v4().to_string(),
+                    state: PreludeState::Pending,
+                    created_ms: now,
+                },
+            );
+            (true, true)
+        })
+    }
+
+    pub(crate) fn set_call_end_state(&self, call_id: &str, state: PreludeState) {
+        self.with_state(|st| match st.call_ends.get_mut(call_id) {
+            Some(p) if p.state != state => {
+                p.state = state;
+                ((), true)
+            }
+            _ => ((), false),
         })
     }
 

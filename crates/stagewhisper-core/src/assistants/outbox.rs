@@ -38,6 +38,10 @@ enum Job {
         title: Option<String>,
     },
     Row(MessageRow),
+    CallEnded {
+        call_id: String,
+        task_id: String,
+    },
     /// A transcript turn whose call ended too long ago for a reply to be shown.
     Expire(MessageRow),
 }
@@ -45,6 +49,7 @@ enum Job {
 fn job_key(job: &Job) -> String {
     match job {
         Job::Prelude { call_id, .. } => format!("prelude:{call_id}"),
+        Job::CallEnded { call_id, .. } => format!("call_end:{call_id}"),
         Job::Row(r) | Job::Expire(r) => format!("row:{}", r.id),
     }
 }
@@ -167,8 +172,19 @@ async fn next_job(a: &Assistants) -> Result<Option<Job>, CoreError> {
         v.sort();
         (v.into_iter().map(|(_, k, t)| (k, t)).collect(), false)
     });
-    let needs_sessions =
-        !pending_preludes.is_empty() || rows.iter().any(|r| r.kind == MessageKind::Transcript);
+    let pending_ends: Vec<(String, String)> = ctx.with_state(|st| {
+        let mut v: Vec<_> = st
+            .call_ends
+            .iter()
+            .filter(|(_, p)| p.state == PreludeState::Pending)
+            .map(|(k, p)| (p.created_ms, k.clone(), p.task_id.clone()))
+            .collect();
+        v.sort();
+        (v.into_iter().map(|(_, k, t)| (k, t)).collect(), false)
+    });
+    let needs_sessions = !pending_preludes.is_empty()
+        || !pending_ends.is_empty()
+        || rows.iter().any(|r| r.kind == MessageKind::Transcript);
     let sessions = if needs_sessions {
         conversation.sessions().await?
     } else {
@@ -196,6 +212,10 @@ async fn next_job(a: &Assistants) -> Result<Option<Job>, CoreError> {
     }
     let now_ms = ctx.clock.now_ms();
     let grace = conversation.settings().insights_grace_ms;
+    let ends_waiting: Vec<(String, String)> = pending_ends
+        .into_iter()
+        .filter(|(call_id, _)| !transcript_pending(call_id))
+        .collect();
     for row in rows {
         match row.kind {
             MessageKind::User => return Ok(Some(Job::Row(row))),
@@ -237,6 +257,24 @@ async fn next_job(a: &Assistants) -> Result<Option<Job>, CoreError> {
             _ => continue,
         }
     }
+    // "The call ended" goes after the call's prelude and every stored turn were settled.
+    for (call_id, task_id) in ends_waiting {
+        if sessions.iter().all(|s| s.session_id != call_id) {
+            ctx.set_call_end_state(&call_id, PreludeState::Skipped); // deleted
+            continue;
+        }
+        let prelude_pending = ctx.with_state(|st| {
+            let p = st
+                .preludes
+                .get(&call_id)
+                .is_some_and(|p| p.state == PreludeState::Pending);
+            (p, false)
+        });
+        if prelude_pending {
+            continue;
+        }
+        return Ok(Some(Job::CallEnded { call_id, task_id }));
+    }
     Ok(None)
 }
 
@@ -264,6 +302,26 @@ async fn run_job(a: &Assistants, job: Job, notes: &mut HashMap<String, &'static 
                 Attempt::Failed { code, message } => {
                     tracing::warn!(call_id = %call_id, code, %message, kind = kind.kind(), "the call's prelude was refused; its transcript is sent without it");
                     ctx.set_prelude_state(&call_id, PreludeState::Failed);
+                    Outcome::Done
+                }
+            }
+        }
+        Job::CallEnded { call_id, task_id } => {
+            let entry = Outgoing::CallEnded {
+                session_id: format!("{INSIGHTS_PREFIX}{call_id}"),
+                call_id: call_id.clone(),
+                task_id,
+            };
+            let kind = a.active();
+            match kind.deliver(&entry).await {
+                Attempt::Delivered(_) | Attempt::Duplicate => {
+                    ctx.set_call_end_state(&call_id, PreludeState::Sent);
+                    Outcome::Done
+                }
+                Attempt::RetryAfter { after, .. } => Outcome::Retry(after),
+                Attempt::Failed { code, message } => {
+                    tracing::warn!(call_id = %call_id, code, %message, kind = kind.kind(), "the end of the call was not delivered");
+                    ctx.set_call_end_state(&call_id, PreludeState::Failed);
                     Outcome::Done
                 }
             }
@@ -456,10 +514,25 @@ pub(crate) async fn watch_conversation(a: Assistants, cursor: i64) {
                     }
                 }
             }
+            "session_updated" => {
+                let v: Value = serde_json::from_str(&e.json).unwrap_or_default();
+                let s = &v["session"];
+                if s["is_call"] == true && !s["ended_at"].is_null() && a.is_configured() {
+                    if let Some(id) = v["session_id"].as_str() {
+                        if ctx.ensure_call_end(id) {
+                            ctx.wake_outbox();
+                        }
+                    }
+                }
+            }
             "session_deleted" => {
                 let v: Value = serde_json::from_str(&e.json).unwrap_or_default();
                 if let Some(id) = v["session_id"].as_str() {
-                    ctx.with_state(|st| ((), st.preludes.remove(id).is_some()));
+                    ctx.with_state(|st| {
+                        let a = st.preludes.remove(id).is_some();
+                        let b = st.call_ends.remove(id).is_some();
+                        ((), a || b)
+                    });
                     for k in a.all_kinds() {
                         k.session_deleted(id);
                     }

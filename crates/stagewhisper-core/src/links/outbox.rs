@@ -271,6 +271,8 @@ impl Inner {
                     }
                 }
             }
+            // `/v1/incoming` has no reason for the end of a call: nothing to send.
+            Outgoing::CallEnded { .. } => Attempt::Delivered("not_applicable"),
             Outgoing::UserMessage {
                 task_id,
                 session_id,
