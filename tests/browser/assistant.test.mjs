@@ -106,6 +106,20 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
     assert.equal(await page.locator('#assistant-settings-status').innerText(), 'Not configured');
     assert.equal(await page.locator('#assistant-token-state').innerText(), 'not set');
     await page.waitForFunction((u) => document.querySelector('#assistant-callback-url')?.textContent === u, ready.callback_url);
+    // The kind/provider picker comes from GET /api/providers: the direct relay is picked, its
+    // providers list their install command, steps and tested versions; the other kinds are coming.
+    await page.locator('#assistant-providers [data-provider="hermes-adapter"]').waitFor();
+    assert.equal(await page.locator('#assistant-kind-incoming').isChecked(), true);
+    assert.equal(await page.locator('#assistant-kind-byo').isDisabled(), true);
+    assert.match(await page.locator('[data-kind="byo"]').innerText(), /coming/);
+    const hermes = page.locator('[data-provider="hermes-adapter"]');
+    assert.match(await hermes.locator('code').innerText(), /hermes-platform-stagewhisper/);
+    assert.match(await hermes.innerText(), /Tested with hermes-platform-stagewhisper 0\.43\.0/);
+    assert.equal(await hermes.locator('button', { hasText: 'Copy' }).count(), 1);
+    assert.match(await page.locator('[data-provider="openclaw-channel-http"]').innerText(), /Known bad: openclaw 2026\.9\.x/);
+    const providers = (await api(ready, 'GET', '/api/providers')).json;
+    assert.equal(providers.active_kind, 'incoming');
+    assert.equal(await page.locator('#assistant-providers .provider').count(), providers.providers.filter((p) => p.kind === 'incoming').length);
     await page.keyboard.press('Control+1');
   });
 
@@ -152,7 +166,11 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
     assert.equal(await page.locator('#assistant-callback-url').innerText(), ready.callback_url);
     const saved = (await api(ready, 'GET', '/api/assistant')).json;
     assert.equal(saved.status, 'online');
+    assert.equal(saved.kind, 'incoming');
     assert.equal(saved.base_url, fake.url);
+    // The fake reports adapter version fake-0.1, which is not a tested one: Settings says so.
+    assert.match(saved.warning ?? '', /fake-0\.1/);
+    assert.match(await page.locator('#assistant-warning').innerText(), /not tested with/);
     assert.equal(saved.prelude_is_default, true, 'an untouched prelude stays the default');
     assert.ok(!JSON.stringify(saved).includes(RELAY_TOKEN), 'the relay token is never returned');
 

@@ -1,4 +1,6 @@
-// Settings → Assistant link: where this app sends chat messages, the call's prelude and transcript
+// Settings → Assistant: the kind/provider picker built from `GET /api/providers` (install command,
+// set-up steps, tested versions; kinds not available yet shown as coming), the version warning,
+// and, for the `incoming` kind, the link: where this app sends chat messages, the call's prelude and transcript
 // turns (`PUT /api/assistant`), a connection test, removal, and what the link reports (status,
 // delivery mode, the `/v1/events` fallback, the last error, the callback URL the assistant gets).
 //
@@ -7,7 +9,7 @@
 
 import { clockTime, copyText, fullTime, h } from './dom';
 import type { ApiResponse } from './transport';
-import type { Assistant } from './types';
+import type { Assistant, Provider, Providers } from './types';
 
 export interface AssistantActions {
   /** A request to `/api/assistant…` whose 200 answer the app puts in the store. */
@@ -78,6 +80,39 @@ export function errorField(code: string, message: string): Field | null {
   }
 }
 
+/** `tested with hermes-platform-stagewhisper 0.43.0, hermes-agent 0.19.0` (empty: none listed). */
+export function testedText(p: Provider): string {
+  if (!p.tested_with.length) return '';
+  return `Tested with ${p.tested_with.map((t) => `${t.package} ${t.version}`).join(', ')}`;
+}
+
+/** The kind the picker shows: the user's choice while it is a listed kind, else the active one. */
+export function pickedKind(providers: Providers | null, chosen: string | null, active: string | null): string {
+  const ids = providers?.kinds.map((k) => k.id) ?? [];
+  if (chosen && ids.includes(chosen)) return chosen;
+  return active ?? providers?.active_kind ?? 'incoming';
+}
+
+/** One provider's card: name, install command with a Copy button, steps, tested and bad versions. */
+export function providerCard(p: Provider): HTMLElement {
+  const copyBtn = h('button', { class: 'btn btn-small', type: 'button', 'aria-label': `Copy the install command of ${p.name}` }, 'Copy');
+  copyBtn.addEventListener('click', async () => {
+    const ok = await copyText(p.install);
+    copyBtn.textContent = ok ? 'Copied' : 'Copy failed';
+    setTimeout(() => (copyBtn.textContent = 'Copy'), 1500);
+  });
+  const tested = testedText(p);
+  return h(
+    'div',
+    { class: 'provider', 'data-provider': p.id, 'data-available': String(p.available) },
+    h('div', { class: 'provider-name' }, p.name, p.available ? '' : h('span', { class: 'chip chip-muted provider-coming' }, 'coming')),
+    p.install ? h('div', { class: 'inline-field provider-install' }, h('code', { class: 'setting-value' }, p.install), copyBtn) : '',
+    p.setup.length ? h('ol', { class: 'provider-steps' }, ...p.setup.map((step) => h('li', null, step))) : '',
+    tested ? h('p', { class: 'setting-note provider-tested' }, tested) : '',
+    ...p.known_bad.map((b) => h('p', { class: 'provider-bad field-error' }, `Known bad: ${b.package} ${b.versions}x — ${b.warning}`)),
+  );
+}
+
 export class AssistantSettings {
   readonly card: HTMLElement;
   private a: Assistant | null = null;
@@ -101,6 +136,15 @@ export class AssistantSettings {
   private infoEvents = h('span', { id: 'assistant-events' });
   private infoCallback = h('code', { class: 'setting-value', id: 'assistant-callback-url' });
   private infoLastError = h('span', { id: 'assistant-last-error' });
+  private providers: Providers | null = null;
+  /** The kind the user picked in the picker (`null`: follow the active kind). */
+  private chosenKind: string | null = null;
+  private picker = h('div', { class: 'mode-options assistant-kinds', role: 'radiogroup', 'aria-label': 'Assistant kind', id: 'assistant-kinds' });
+  private providerList = h('div', { class: 'assistant-providers', id: 'assistant-providers', role: 'group', 'aria-label': 'Assistants of this kind' });
+  private warningEl = h('p', { class: 'field-error assistant-warning', id: 'assistant-warning', role: 'alert', hidden: true });
+  private useKindBtn = h('button', { class: 'btn btn-primary', type: 'button', id: 'assistant-use-kind', hidden: true }, 'Use this kind');
+  private form!: HTMLFormElement;
+  private linkInfo!: HTMLElement;
   private dirty = new Set<Field>();
   /** "Reset to default" was pressed: the save sends `prelude: null`. */
   private preludeReset = false;
@@ -194,7 +238,7 @@ export class AssistantSettings {
       );
     const hint = (id: string, text: string) => h('div', { class: 'setting-note', id }, text);
 
-    const form = h(
+    const form = (this.form = h(
       'form',
       { class: 'assistant-form', id: 'assistant-form', novalidate: true, 'aria-label': 'Assistant link settings' },
       row(
@@ -233,8 +277,7 @@ export class AssistantSettings {
       ),
       h('div', { class: 'form-actions' }, this.saveBtn, this.testBtn, this.removeBtn),
       this.confirmBox,
-      this.result,
-    );
+    ));
     form.addEventListener('submit', (e) => {
       e.preventDefault();
       void this.save();
@@ -249,23 +292,99 @@ export class AssistantSettings {
       setTimeout(() => (copyBtn.textContent = 'Copy'), 1500);
     });
 
+    this.useKindBtn.addEventListener('click', () => void this.useKind());
     this.card = h(
       'fieldset',
       { class: 'card', id: 'settings-assistant', tabindex: '-1' },
       h('legend', null, 'Assistant link'),
       h('div', { class: 'assistant-status', 'aria-live': 'polite' }, this.statusChip, this.detail),
       this.checked,
+      this.warningEl,
+      this.picker,
+      this.providerList,
+      this.useKindBtn,
       form,
-      h(
+      this.result,
+      (this.linkInfo = h(
         'div',
         { class: 'assistant-info', 'aria-label': 'What the link reports', role: 'group' },
         info('Delivery', this.infoDelivery),
         info('Event stream', this.infoEvents),
         info('Callback URL', this.infoCallback, copyBtn),
         info('Last error', this.infoLastError),
-      ),
+      )),
     );
     this.render(null);
+  }
+
+  /** The registry from `GET /api/providers`: builds the kind picker. */
+  setProviders(p: Providers | null): void {
+    this.providers = p;
+    this.picker.replaceChildren();
+    for (const k of p?.kinds ?? []) {
+      const input = h('input', { type: 'radio', name: 'assistant-kind', value: k.id, id: `assistant-kind-${k.id}`, disabled: !k.available });
+      input.addEventListener('change', () => {
+        this.chosenKind = k.id;
+        this.paintKind();
+      });
+      this.picker.append(
+        h(
+          'label',
+          { class: 'mode-option', for: `assistant-kind-${k.id}`, 'data-kind': k.id, 'data-available': String(k.available) },
+          input,
+          h('span', { class: 'mode-name' }, k.name),
+          k.available ? '' : h('span', { class: 'chip chip-muted' }, 'coming'),
+          h('span', { class: 'mode-hint' }, k.description),
+        ),
+      );
+    }
+    this.paintKind();
+  }
+
+  /** Loads the registry (`GET /api/providers`); the picker stays empty when it cannot. */
+  async loadProviders(api: <T>(method: string, path: string) => Promise<ApiResponse<T>>): Promise<void> {
+    try {
+      const res = await api<Providers>('GET', '/api/providers');
+      if (res.status === 200 && res.body && Array.isArray(res.body.kinds)) this.setProviders(res.body);
+    } catch {
+      // An older core without the registry: the incoming form alone, as before.
+    }
+  }
+
+  /** The kind shown in the picker. */
+  shownKind(): string {
+    return pickedKind(this.providers, this.chosenKind, this.a?.kind ?? null);
+  }
+
+  private paintKind(): void {
+    const kind = this.shownKind();
+    for (const input of this.picker.querySelectorAll<HTMLInputElement>('input[name="assistant-kind"]')) input.checked = input.value === kind;
+    const list = (this.providers?.providers ?? []).filter((p) => p.kind === kind);
+    this.providerList.replaceChildren(...list.map(providerCard));
+    this.providerList.hidden = list.length === 0;
+    const isIncoming = kind === 'incoming';
+    this.form.hidden = !isIncoming;
+    this.linkInfo.hidden = !isIncoming;
+    const info = this.providers?.kinds.find((k) => k.id === kind);
+    const active = this.a?.kind ?? this.providers?.active_kind ?? 'incoming';
+    this.useKindBtn.hidden = isIncoming || kind === active || !info?.available;
+    this.useKindBtn.textContent = `Use ${info?.name ?? kind}`;
+  }
+
+  private async useKind(): Promise<void> {
+    if (this.busy) return;
+    const kind = this.shownKind();
+    this.setBusy(true, 'Switching the assistant…');
+    try {
+      const res = await this.actions.assistantCall('PUT', '/api/assistant', { kind });
+      this.result.textContent = res.status === 200 ? this.outcome('Switched:') : `Not switched: ${this.actions.errorText(res)}`;
+      if (res.status === 200) this.chosenKind = null;
+    } catch (e) {
+      this.result.textContent = `Not switched: ${e instanceof Error ? e.message : String(e)}`;
+    } finally {
+      this.setBusy(false, '');
+      this.paintKind();
+    }
   }
 
   /** Shows the link as the store has it; fills the inputs the user is not editing. */
@@ -282,6 +401,8 @@ export class AssistantSettings {
     this.checked.textContent = bits.join(' · ');
     this.checked.title = a?.checked_at ? fullTime(a.checked_at) : '';
     this.checked.hidden = bits.length === 0;
+    this.warningEl.textContent = a?.warning ?? '';
+    this.warningEl.hidden = !a?.warning;
 
     this.tokenState.textContent = a?.relay_token_set ? 'set' : 'not set';
     this.tokenState.className = `chip ${a?.relay_token_set ? 'chip-ok' : 'chip-muted'}`;
@@ -315,6 +436,7 @@ export class AssistantSettings {
           ]
         : [h('span', { class: 'setting-note' }, 'None')]),
     );
+    this.paintKind();
   }
 
   focus(): void {
@@ -386,6 +508,8 @@ export class AssistantSettings {
   body(): Record<string, unknown> {
     const a = this.a;
     const b: Record<string, unknown> = { base_url: this.baseUrl.value.trim() };
+    // Saving the link form while another kind is active switches back to `incoming`.
+    if (a && a.kind !== 'incoming') b.kind = 'incoming';
     const tok = this.token.value.trim();
     if (tok) b.relay_token = tok;
     const mode = [...this.modeInputs.entries()].find(([, i]) => i.checked)?.[0];

@@ -97,6 +97,7 @@ export class SettingsView {
   }
 
   async load(): Promise<void> {
+    void this.assistant.loadProviders((m, p) => this.actions.api(m, p));
     const res = await this.actions.api<Settings>('GET', '/api/settings');
     if (res.status !== 200) {
       this.status.textContent = `Could not load the settings: ${this.actions.errorText(res)}`;

@@ -166,6 +166,8 @@ export function normAssistant(raw: unknown): Assistant | null {
   const le = raw.last_error;
   const sfb = raw.supports_events_fallback;
   return {
+    kind: str(raw.kind) ?? 'incoming',
+    warning: str(raw.warning),
     configured: raw.configured === true,
     base_url: str(raw.base_url),
     relay_token_set: raw.relay_token_set === true,
@@ -658,6 +660,7 @@ export class Store {
     const configured = raw.status !== 'not_configured';
     const next: Assistant = {
       ...base,
+      kind: str(raw.kind) ?? base.kind,
       status: raw.status,
       detail: str(raw.detail) ?? '',
       checked_at: 'checked_at' in raw ? str(raw.checked_at) : base.checked_at,

@@ -56,8 +56,12 @@ export interface TranscriptTurn {
 export type AssistantStatus = 'not_configured' | 'checking' | 'online' | 'auth_failed' | 'unreachable' | 'misconfigured';
 export type AssistantMode = 'auto' | 'callback' | 'events';
 
-/** `GET /api/assistant`: the assistant link's configuration and status. */
+/** `GET /api/assistant`: the active assistant kind's configuration and status (`incoming`: the link). */
 export interface Assistant {
+  /** The active kind (`incoming` = `POST /v1/incoming`). */
+  kind: string;
+  /** The assistant reports a version StageWhisper is not tested with (plain words), else null. */
+  warning: string | null;
   configured: boolean;
   base_url: string | null;
   relay_token_set: boolean;
@@ -75,6 +79,40 @@ export interface Assistant {
   default_prelude: string;
   callback_url: string | null;
   last_error: { code: string; message: string; at: string | null } | null;
+}
+
+/** A peer version StageWhisper is tested with (`series`: the prefix treated as tested). */
+export interface ProviderTested {
+  package: string;
+  version: string;
+  series: string;
+}
+
+/** One real peer an assistant kind serves (`GET /api/providers`). */
+export interface Provider {
+  id: string;
+  kind: string;
+  name: string;
+  available: boolean;
+  install: string;
+  setup: string[];
+  tested_with: ProviderTested[];
+  known_bad: { package: string; versions: string; warning: string }[];
+}
+
+/** An assistant kind (a transport); `available: false` = coming, not selectable. */
+export interface AssistantKindInfo {
+  id: string;
+  name: string;
+  description: string;
+  available: boolean;
+}
+
+/** `GET /api/providers`. */
+export interface Providers {
+  active_kind: string;
+  kinds: AssistantKindInfo[];
+  providers: Provider[];
 }
 
 export type TunnelState = 'off' | 'connecting' | 'online' | 'failed';

@@ -4,10 +4,10 @@
 //! desktop shell calls exactly the same routes in-process; [`ControlApi::handle`] adds the HTTP
 //! concerns (Host check, UI token, SSE, static files).
 
+use crate::assistants::Assistants;
 use crate::conversation::{Conversation, CoreError};
 use crate::faults::Faults;
 use crate::http::{self, AllowedHosts, Resp, Shutdown};
-use crate::links::AssistantLink;
 use crate::tokens::{bearer, Secret};
 use crate::tunnel::TunnelManager;
 use bytes::Bytes;
@@ -75,8 +75,8 @@ pub struct ControlApi {
     pub data_dir: PathBuf,
     pub assets: Option<Arc<dyn Assets>>,
     pub shutdown: Shutdown,
-    /// The assistant link (its routes live in [`crate::links::api`]).
-    pub link: AssistantLink,
+    /// The assistants (their routes live in [`crate::links::api`]).
+    pub link: Assistants,
     /// Test-only fault injection (`/api/test/faults`, 404 unless enabled).
     pub faults: Arc<Faults>,
     /// The optional tunnel (its routes live in [`crate::tunnel::api`]).

@@ -2,12 +2,14 @@
 //! by the desktop shell alike.
 
 use crate::api::{Assets, ControlApi};
+use crate::assistants::outbox::OutboxTiming;
+use crate::assistants::{AssistantContext, AssistantKind, Assistants, KindFactory};
 use crate::clock::{SharedClock, SystemClock};
 use crate::conversation::{Conversation, Settings};
 use crate::datadir::{DataDirLock, LockError};
 use crate::faults::Faults;
 use crate::http::{serve, AllowedHosts, Shutdown};
-use crate::links::{AssistantLink, CallbackTarget, LinkSettings};
+use crate::links::{CallbackTarget, IncomingKind, LinkSettings};
 use crate::listener::{AuthGuard, CallbackListener};
 use crate::store::{Durability, Store, StoreError};
 use crate::tokens::{Secret, TokenError, CALLBACK_TOKEN_FILE, UI_TOKEN_FILE};
@@ -40,6 +42,8 @@ pub struct Config {
     pub faults: Arc<Faults>,
     /// The optional tunnel's timing (and `NGROK_AUTHTOKEN`).
     pub tunnel: TunnelSettings,
+    /// Assistant kinds besides the built-in ones (`incoming`); the set is open.
+    pub extra_kinds: Vec<KindFactory>,
 }
 
 impl Config {
@@ -55,6 +59,7 @@ impl Config {
             link: LinkSettings::default(),
             faults: Arc::new(Faults::from_env()),
             tunnel: TunnelSettings::from_env(),
+            extra_kinds: Vec::new(),
         }
     }
 }
@@ -96,8 +101,8 @@ pub struct App {
     pub callback_hosts: Arc<AllowedHosts>,
     /// Where the assistant posts replies (a tunnel may change the URL: `set_url`).
     pub callback_target: Arc<CallbackTarget>,
-    /// The assistant link (`POST /v1/incoming`).
-    pub link: AssistantLink,
+    /// The assistants: every registered kind, one active (`incoming` = `POST /v1/incoming`).
+    pub link: Assistants,
     /// The optional tunnel for the callback listener (ngrok or an external URL).
     pub tunnel: TunnelManager,
     shutdown: Shutdown,
@@ -207,14 +212,23 @@ impl App {
             let target = callback_target.clone();
             tunnel.on_callback_url(move |url| target.set_url(url));
         }
-        let link = AssistantLink::start(
+        let ctx = AssistantContext::new(
             conversation.clone(),
-            data_dir.clone(),
             callback_target.clone(),
-            config.link,
+            data_dir.clone(),
             shutdown.clone(),
-        )
-        .await;
+        );
+        let mut kinds: Vec<Arc<dyn AssistantKind>> =
+            vec![Arc::new(IncomingKind::start(ctx.clone(), config.link))];
+        for make in config.extra_kinds {
+            kinds.push(make(ctx.clone()));
+        }
+        let timing = OutboxTiming {
+            backoff_initial: config.link.backoff_initial,
+            backoff_max: config.link.backoff_max,
+            min_session_gap: config.link.min_session_gap,
+        };
+        let link = Assistants::start(ctx, kinds, timing).await;
 
         let listener = Arc::new(CallbackListener {
             conversation: conversation.clone(),
@@ -224,6 +238,7 @@ impl App {
             clock: config.clock.clone(),
             faults: config.faults.clone(),
             probes: tunnel.probes(),
+            assistants: Some(link.clone()),
         });
         let api = Arc::new(ControlApi {
             conversation: conversation.clone(),

@@ -5,13 +5,16 @@
 //! - [`conversation`]: the rules and the one writer of conversation state (timers via [`clock`]);
 //! - [`store`]: SQLite (sqlx) with group commit; [`events`]: the change log with cursors;
 //! - [`api`]: the control API + web UI for the browser and the desktop shell;
-//! - [`links`]: the assistant link (`POST /v1/incoming` outbox, status, `/v1/events` fallback);
+//! - [`assistants`]: one trait for every assistant kind, the generic outbox, the manager and
+//!   the provider registry; [`links`]: the `incoming` kind (`POST /v1/incoming`, status,
+//!   `/v1/events` fallback);
 //! - [`transcript`]: transcript files (WebVTT, SRT, JSONL) and the replay client;
 //! - [`datadir`]: one process per data dir (an exclusive lock held while the app runs);
 //! - [`tokens`]: secrets; [`faults`]: test-only fault injection; [`app`]: wiring it all together.
 
 pub mod api;
 pub mod app;
+pub mod assistants;
 pub mod clock;
 pub mod conversation;
 pub mod datadir;

@@ -1,6 +1,7 @@
 //! The callback listener: `POST /tasks/{task_id}` from the assistant. HTTP only — Host and
 //! bearer checks, auth-failure throttling, limits, parsing — then the conversation decides.
 
+use crate::assistants::Assistants;
 use crate::clock::SharedClock;
 use crate::conversation::{Conversation, CoreError, Outcome};
 use crate::faults::{Faults, When};
@@ -69,6 +70,8 @@ pub struct CallbackListener {
     pub faults: Arc<Faults>,
     /// The tunnel's signed probe (`GET /probe/{nonce}`, see [`crate::tunnel::probe`]).
     pub probes: Arc<ProbeResponder>,
+    /// Routes of the active assistant kind (see [`crate::assistants::CallbackRoutes`]).
+    pub assistants: Option<Assistants>,
 }
 
 impl CallbackListener {
@@ -93,11 +96,7 @@ impl CallbackListener {
             .filter(|t| !t.is_empty() && !t.contains('/'))
             .map(str::to_string)
         else {
-            return http::error(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                "no such route; callbacks go to POST /tasks/{task_id}",
-            );
+            return self.kind_route(req).await;
         };
         if req.method() != Method::POST {
             let mut r = http::error(
@@ -200,6 +199,34 @@ impl CallbackListener {
             }
             Err(e) => http::error(StatusCode::BAD_REQUEST, e.code(), e),
         }
+    }
+}
+
+impl CallbackListener {
+    /// A path other than `/tasks/{id}`: the active kind's routes, when one of its prefixes
+    /// matches (Host already checked; the same body size and time limits; the kind does its own
+    /// authentication), else 404.
+    async fn kind_route(&self, req: Request<Incoming>) -> Resp {
+        let routes = self.assistants.as_ref().and_then(|a| a.active_routes());
+        let Some(routes) = routes.filter(|r| {
+            let path = req.uri().path();
+            r.prefixes().iter().any(|p| path.starts_with(p))
+        }) else {
+            return http::error(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such route; callbacks go to POST /tasks/{task_id}",
+            );
+        };
+        if http::declared_too_large(&req, MAX_BODY_BYTES) {
+            return http::body_error(http::BodyError::TooLarge);
+        }
+        let (parts, body) = req.into_parts();
+        let body = match http::read_body(body, MAX_BODY_BYTES).await {
+            Ok(b) => b,
+            Err(e) => return http::body_error(e),
+        };
+        routes.handle(parts, body).await
     }
 }
 

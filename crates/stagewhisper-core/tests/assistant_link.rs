@@ -381,6 +381,13 @@ async fn status_follows_the_configuration_and_the_token_stays_secret() {
     assert_eq!(v["status"], "online", "{v}");
     assert_eq!(v["base_url"], fake.url());
     assert_eq!(v["assistant_version"], "9.9.9-fake");
+    // An adapter version StageWhisper is not tested with is called out in plain words.
+    let warning = v["warning"].as_str().unwrap_or_default();
+    assert!(
+        warning.contains("9.9.9-fake") && warning.contains("0.43.0"),
+        "{v}"
+    );
+    assert_eq!(v["kind"], "incoming");
     assert_eq!(v["supports_events_fallback"], false);
     assert!(v["events_fallback_detail"]
         .as_str()

@@ -2,8 +2,9 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /api/assistant` | `200 {configured, base_url, status, detail, supports_events_fallback, prelude, …}` |
-//! | `PUT /api/assistant` `{base_url, relay_token?, prelude?, mode?}` | `200` the same view, after a first check |
+//! | `GET /api/assistant` | `200 {kind, status, detail, …}` (the active kind's view) |
+//! | `PUT /api/assistant` `{kind?, …the kind's settings}` | `200` the same view, after a first check |
+//! | `GET /api/providers` | `200 {active_kind, kinds, providers}` (the provider registry) |
 //! | `DELETE /api/assistant` | `200` the view (`not_configured`) |
 //! | `POST /api/assistant/check` | `200` the view, after checking now |
 //! | `POST /api/calls/{id}/transcript` `{speaker?, text, is_final?}` | `201 {transcript}`; `202 {"stored":false}` when `is_final` is false |
@@ -12,9 +13,7 @@
 //! | `POST /api/sessions/{id}/messages/{row}/retry` | `200 {message}` (or `{transcript}`) pending again under a new task id |
 //! | `GET/POST /api/test/faults` | test-only fault injection (404 unless enabled) |
 
-use super::config::Mode;
 use super::summary;
-use super::ConfigUpdate;
 use crate::api::{
     bad, core_error, error_json, not_allowed, ok, opt_string, parse_body, Answer, ControlApi,
     MAX_USER_TEXT,
@@ -40,7 +39,11 @@ pub(crate) async fn dispatch(
         ["api", "assistant"] => match *method {
             Method::GET => Ok(ok(StatusCode::OK, api.link.view())),
             Method::PUT => put_assistant(api, body).await,
-            Method::DELETE => Ok(ok(StatusCode::OK, api.link.remove())),
+            Method::DELETE => Ok(ok(StatusCode::OK, api.link.remove().await)),
+            _ => Err(not_allowed()),
+        },
+        ["api", "providers"] => match *method {
+            Method::GET => Ok(ok(StatusCode::OK, api.link.providers())),
             _ => Err(not_allowed()),
         },
         ["api", "assistant", "check"] => {
@@ -82,45 +85,15 @@ pub(crate) async fn dispatch(
 
 async fn put_assistant(api: &ControlApi, body: &[u8]) -> Answer {
     let b = parse_body(body)?;
-    let Some(base_url) = opt_string(&b, "base_url")? else {
-        return Err(bad(
-            "missing_field",
-            "`base_url` is required (e.g. http://127.0.0.1:8644)",
-        ));
-    };
-    let relay_token = opt_string(&b, "relay_token")?.filter(|t| !t.trim().is_empty());
-    let prelude = match b.get("prelude") {
-        None => None,
-        Some(Value::Null) => Some(None),
-        Some(Value::String(s)) => Some(Some(s.clone())),
-        Some(_) => return Err(bad("invalid_field", "`prelude` must be a string or null")),
-    };
-    let mode = match opt_string(&b, "mode")? {
-        None => None,
-        Some(m) => Some(Mode::parse(&m).ok_or_else(|| {
-            bad(
-                "invalid_field",
-                "`mode` must be \"auto\", \"callback\" or \"events\"",
-            )
-        })?),
-    };
     api.link
-        .configure(ConfigUpdate {
-            base_url,
-            relay_token,
-            prelude,
-            mode,
-        })
+        .put(&b)
         .await
         .map(|v| ok(StatusCode::OK, v))
         .map_err(|e| {
-            tracing::warn!(code = e.code(), error = %e, "assistant configuration refused");
-            let status = if e.code() == "config_write_failed" {
-                StatusCode::INTERNAL_SERVER_ERROR
-            } else {
-                StatusCode::BAD_REQUEST
-            };
-            error_json(status, e.code(), e)
+            tracing::warn!(code = e.code, error = %e, "assistant configuration refused");
+            let status =
+                StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            error_json(status, e.code, e)
         })
 }
 

@@ -89,15 +89,15 @@ impl Inner {
         };
         let now = self.conversation.clock().now_ms();
         let idle = self.settings.events_idle.as_millis() as i64;
-        let recent: Vec<String> = self
-            .state
-            .lock()
-            .expect("state lock")
-            .streams
-            .iter()
-            .filter(|(_, s)| s.last_activity_ms + idle > now)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let recent: Vec<String> = self.with_state(|st| {
+            let v = st
+                .streams
+                .iter()
+                .filter(|(_, s)| s.last_activity_ms + idle > now)
+                .map(|(k, _)| k.clone())
+                .collect();
+            (v, false)
+        });
         if !recent.is_empty() {
             tracing::info!(sessions = recent.len(), base_url = %cfg.stored.base_url, "resuming GET /v1/events readers");
         }
@@ -107,13 +107,12 @@ impl Inner {
     }
 
     fn stream_record(&self, session_id: &str) -> StreamRecord {
-        self.state
-            .lock()
-            .expect("state lock")
-            .streams
-            .get(session_id)
-            .cloned()
-            .unwrap_or_default()
+        self.with_state(|st| {
+            (
+                st.streams.get(session_id).cloned().unwrap_or_default(),
+                false,
+            )
+        })
     }
 
     async fn read_events(self: Arc<Self>, session_id: String, generation: u64) {

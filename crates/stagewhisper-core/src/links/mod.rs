@@ -1,22 +1,21 @@
-//! Assistants the app talks to. Today one kind: the **direct relay** — any assistant that
-//! speaks `POST {base}/v1/incoming` (the Hermes adapter, the OpenClaw channel).
+//! The `incoming` assistant kind (the **direct relay**): any assistant that speaks
+//! `POST {base}/v1/incoming` (the Hermes adapter, the OpenClaw channel's `http` transport).
+//! It implements [`AssistantKind`]; the generic outbox ([`crate::assistants::outbox`]) owns
+//! durability, this module only performs attempts:
 //!
-//! The conversation stores every outgoing entry (user message, final transcript turn) with
-//! `delivery: pending` before the link sees it; the link is an outbox over that:
-//!
-//! - [`outbox`]: picks the oldest pending entry, records its task id (`set_delivery(Pending,
-//!   task_id)`) **before** the first attempt, sends it, and records `sent` / `failed`. Connection
-//!   errors, 408/425/429/5xx are retried with backoff under the same task id (also after a
-//!   restart), `202 in_flight` / `200 duplicate` count as delivered, other 4xx fail the entry
-//!   with a code and a sentence; only a user retry gets a new task id. Each call's
-//!   `system_prelude` goes before its first transcript turn.
+//! - [`outbox`]: one `POST /v1/incoming` per attempt — the body, the HTTP call, the answer's
+//!   classification (`202 accepted` / `in_flight` / `200 duplicate` delivered; connection
+//!   errors, 408/425/429/5xx retry; other 4xx fail with a code and a sentence), and the switch
+//!   to `GET /v1/events` when the assistant rejects the callback URL.
 //! - [`probe`]: `GET /v1/health` + `POST /v1/ping` drive the status (online / auth failed /
-//!   unreachable / misconfigured / not configured) and detect `GET /v1/events`.
+//!   unreachable / misconfigured / not configured), detect `GET /v1/events`, and compare the
+//!   adapter's version with the provider registry.
 //! - [`events`]: the no-callback fallback — reads `GET /v1/events?session_id=…` (SSE,
 //!   `Last-Event-ID`) and feeds each body to the same path as the callback listener
 //!   ([`crate::protocol::parse_callback`] then [`Conversation::submit`]), so dedupe makes
 //!   switching modes harmless.
-//! - [`api`]: the control API routes (`/api/assistant`, transcript input, summarise, retry).
+//! - [`api`]: the control API routes (`/api/assistant`, `/api/providers`, transcript input,
+//!   summarise, retry).
 
 pub mod api;
 pub mod client;
@@ -28,6 +27,7 @@ pub mod sse;
 pub mod state;
 pub mod summary;
 
+use crate::assistants::{AssistantContext, AssistantKind, Attempt, BoxFuture, KindError, Outgoing};
 use crate::clock::fmt_time;
 use crate::conversation::Conversation;
 use crate::http::Shutdown;
@@ -35,10 +35,9 @@ use crate::tokens::Secret;
 use config::{ConfigError, LinkConfig, Mode, StoredConfig, DEFAULT_PRELUDE};
 use serde::Serialize;
 use serde_json::{json, Value};
-use state::{LinkState, PreludeRecord, PreludeState, StateFile};
+use state::LinkState;
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -157,6 +156,8 @@ struct Status {
     fallback: Option<String>,
     /// The last delivery failure `{code, message, at}`.
     last_error: Option<Value>,
+    /// The adapter reports a version StageWhisper is not tested with (plain words).
+    warning: Option<String>,
     /// The assistant rejected our callback URL and there is no fallback: the link stays
     /// misconfigured (whatever `/v1/ping` says) until a send with a callback works again.
     callback_problem: Option<String>,
@@ -175,6 +176,7 @@ impl Status {
             events_detail: "Not checked yet.".into(),
             fallback: None,
             last_error: None,
+            warning: None,
             callback_problem: None,
         }
     }
@@ -187,32 +189,28 @@ struct Reader {
 }
 
 pub(crate) struct Inner {
+    ctx: Arc<AssistantContext>,
     conversation: Conversation,
-    dir: PathBuf,
     callback: Arc<CallbackTarget>,
     settings: LinkSettings,
     config: RwLock<Option<Arc<LinkConfig>>>,
     /// Bumped on every configuration change; workers of an older generation stop.
     generation: AtomicU64,
     status: Mutex<Status>,
-    /// New work for the outbox.
-    wake: Notify,
-    /// The outbox should stop waiting out its backoff (configuration changed, back online).
-    retry_now: Notify,
     probe_now: Notify,
-    state_file: StateFile,
-    state: Mutex<LinkState>,
+    /// The active kind: checks run and `/v1/events` readers are kept only while active.
+    active: AtomicBool,
     readers: Mutex<HashMap<String, Reader>>,
     shutdown: Shutdown,
 }
 
-/// Handle to the assistant link (cheap to clone).
+/// The `incoming` kind (cheap to clone).
 #[derive(Clone)]
-pub struct AssistantLink {
+pub struct IncomingKind {
     inner: Arc<Inner>,
 }
 
-/// A `PUT /api/assistant` request.
+/// A `PUT /api/assistant` request of the `incoming` kind.
 #[derive(Debug, Default)]
 pub struct ConfigUpdate {
     pub base_url: String,
@@ -241,26 +239,82 @@ impl UpdateError {
     }
 }
 
-impl AssistantLink {
-    /// Loads the saved configuration and state and starts the workers (outbox, status checks,
-    /// the conversation watcher, `/v1/events` readers left from the last run).
-    pub async fn start(
-        conversation: Conversation,
-        dir: PathBuf,
-        callback: Arc<CallbackTarget>,
-        settings: LinkSettings,
-        shutdown: Shutdown,
-    ) -> AssistantLink {
-        let config = match config::load(&dir) {
+impl From<UpdateError> for KindError {
+    fn from(e: UpdateError) -> KindError {
+        let status = if e.code() == "config_write_failed" {
+            500
+        } else {
+            400
+        };
+        KindError {
+            status,
+            code: e.code(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// The `incoming` kind's JSON settings: `{base_url, relay_token?, prelude?, mode?}`.
+pub fn parse_update(b: &Value) -> Result<ConfigUpdate, KindError> {
+    let string = |k: &str| -> Result<Option<String>, KindError> {
+        match b.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(KindError::bad(
+                "invalid_field",
+                format!("`{k}` must be a string"),
+            )),
+        }
+    };
+    let Some(base_url) = string("base_url")? else {
+        return Err(KindError::bad(
+            "missing_field",
+            "`base_url` is required (e.g. http://127.0.0.1:8644)",
+        ));
+    };
+    let relay_token = string("relay_token")?.filter(|t| !t.trim().is_empty());
+    let prelude = match b.get("prelude") {
+        None => None,
+        Some(Value::Null) => Some(None),
+        Some(Value::String(s)) => Some(Some(s.clone())),
+        Some(_) => {
+            return Err(KindError::bad(
+                "invalid_field",
+                "`prelude` must be a string or null",
+            ))
+        }
+    };
+    let mode = match string("mode")? {
+        None => None,
+        Some(m) => Some(Mode::parse(&m).ok_or_else(|| {
+            KindError::bad(
+                "invalid_field",
+                "`mode` must be \"auto\", \"callback\" or \"events\"",
+            )
+        })?),
+    };
+    Ok(ConfigUpdate {
+        base_url,
+        relay_token,
+        prelude,
+        mode,
+    })
+}
+
+impl IncomingKind {
+    pub const KIND: &'static str = "incoming";
+
+    /// Loads the saved configuration (`assistant.json` + `assistant_relay_token`, as before
+    /// there were kinds) and starts the status checks; `/v1/events` readers left from the last
+    /// run resume when the kind is active.
+    pub fn start(ctx: Arc<AssistantContext>, settings: LinkSettings) -> IncomingKind {
+        let config = match config::load(&ctx.data_dir) {
             Ok(c) => c.map(Arc::new),
             Err(e) => {
                 tracing::error!(error = %e, "the saved assistant configuration is unusable; the link is not configured");
                 None
             }
         };
-        let state_file = StateFile::new(&dir);
-        let mut state = state_file.load();
-        state.prune(conversation.clock().now_ms());
         let mut status = Status::not_configured();
         if let Some(c) = &config {
             status.kind = StatusKind::Checking;
@@ -269,43 +323,25 @@ impl AssistantLink {
         } else {
             tracing::info!("no assistant configured");
         }
-        let cursor = conversation.store().last_event_id().await.unwrap_or(0);
         let inner = Arc::new(Inner {
-            conversation,
-            dir,
-            callback,
+            conversation: ctx.conversation.clone(),
+            callback: ctx.callback.clone(),
+            shutdown: ctx.shutdown.clone(),
+            ctx,
             settings,
             config: RwLock::new(config),
             generation: AtomicU64::new(1),
             status: Mutex::new(status),
-            wake: Notify::new(),
-            retry_now: Notify::new(),
             probe_now: Notify::new(),
-            state_file,
-            state: Mutex::new(state),
+            active: AtomicBool::new(false),
             readers: Mutex::new(HashMap::new()),
-            shutdown,
         });
-        tokio::spawn(inner.clone().outbox_loop());
         tokio::spawn(inner.clone().probe_loop());
-        tokio::spawn(inner.clone().watch_conversation(cursor));
-        inner.resume_readers();
-        AssistantLink { inner }
+        IncomingKind { inner }
     }
 
     pub fn conversation(&self) -> &Conversation {
         &self.inner.conversation
-    }
-
-    /// Something new may be pending.
-    pub fn wake(&self) {
-        self.inner.wake.notify_one();
-    }
-
-    /// Sends again now instead of waiting out the backoff.
-    pub fn retry_now(&self) {
-        self.inner.retry_now.notify_waiters();
-        self.inner.wake.notify_one();
     }
 
     pub fn is_configured(&self) -> bool {
@@ -313,7 +349,7 @@ impl AssistantLink {
     }
 
     /// Saves a new configuration, checks it at once and returns the resulting view.
-    pub async fn configure(&self, update: ConfigUpdate) -> Result<Value, UpdateError> {
+    pub async fn configure_update(&self, update: ConfigUpdate) -> Result<Value, UpdateError> {
         let old = self.inner.config();
         let token = match update.relay_token {
             Some(t) => t.trim().to_string(),
@@ -344,42 +380,100 @@ impl AssistantLink {
             },
             token,
         )?;
-        config::save(&self.inner.dir, &cfg)?;
+        config::save(&self.inner.ctx.data_dir, &cfg)?;
         tracing::info!(base_url = %cfg.stored.base_url, mode = mode.as_str(), "assistant link configuration saved");
         self.inner.install(Some(Arc::new(cfg)));
         self.inner.check_now().await;
-        self.retry_now();
+        self.inner.ctx.retry_outbox_now();
         Ok(self.view())
-    }
-
-    /// Forgets the configuration (pending entries stay pending until a new one is saved).
-    pub fn remove(&self) -> Value {
-        config::remove(&self.inner.dir);
-        self.inner.install(None);
-        tracing::info!("assistant link configuration removed");
-        self.view()
-    }
-
-    /// Runs the status check now.
-    pub async fn check(&self) -> Value {
-        self.inner.check_now().await;
-        self.retry_now();
-        self.view()
     }
 
     pub fn status_kind(&self) -> StatusKind {
         self.inner.status.lock().expect("status lock").kind
     }
 
-    /// `GET /api/assistant`.
+    /// The kind's part of `GET /api/assistant` (the manager adds `kind`).
     pub fn view(&self) -> Value {
         self.inner.view()
+    }
+}
+
+impl AssistantKind for IncomingKind {
+    fn kind(&self) -> &'static str {
+        Self::KIND
+    }
+
+    fn configure<'a>(&'a self, settings: &'a Value) -> BoxFuture<'a, Result<(), KindError>> {
+        Box::pin(async move {
+            let update = parse_update(settings)?;
+            self.configure_update(update).await.map_err(|e| {
+                tracing::warn!(code = e.code(), error = %e, "assistant configuration refused");
+                KindError::from(e)
+            })?;
+            Ok(())
+        })
+    }
+
+    fn status(&self) -> Value {
+        self.view()
+    }
+
+    fn is_configured(&self) -> bool {
+        self.inner.config().is_some()
+    }
+
+    fn remove(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            config::remove(&self.inner.ctx.data_dir);
+            self.inner.install(None);
+            tracing::info!("assistant link configuration removed");
+        })
+    }
+
+    fn check(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move { self.inner.check_now().await })
+    }
+
+    fn deliver<'a>(&'a self, entry: &'a Outgoing) -> BoxFuture<'a, Attempt> {
+        Box::pin(async move {
+            let Some(cfg) = self.inner.config() else {
+                return Attempt::RetryAfter {
+                    code: "assistant_not_configured",
+                    message: "No assistant is configured.".into(),
+                    after: None,
+                };
+            };
+            self.inner.deliver(&cfg, entry).await
+        })
+    }
+
+    fn set_active(&self, active: bool) {
+        let was = self.inner.active.swap(active, Ordering::SeqCst);
+        if was == active {
+            return;
+        }
+        if active {
+            self.inner.probe_now.notify_one();
+            self.inner.resume_readers();
+        } else {
+            for (_, r) in self.inner.readers.lock().expect("readers lock").drain() {
+                r.task.abort();
+            }
+        }
+    }
+
+    fn session_deleted(&self, session_id: &str) {
+        self.inner.forget_session(session_id);
     }
 }
 
 impl Inner {
     pub(crate) fn config(&self) -> Option<Arc<LinkConfig>> {
         self.config.read().expect("config lock").clone()
+    }
+
+    fn is_active(&self) -> bool {
+        self.active.load(Ordering::SeqCst)
     }
 
     fn generation(&self) -> u64 {
@@ -403,7 +497,7 @@ impl Inner {
             r.task.abort();
         }
         self.probe_now.notify_one();
-        self.wake.notify_one();
+        self.ctx.wake_outbox();
     }
 
     /// Sets the status; logs when it changes (never with a token in it).
@@ -420,14 +514,14 @@ impl Inner {
                 let s = self.status.lock().expect("status lock");
                 (s.detail.clone(), s.checked_at.clone())
             };
-            let conversation = self.conversation.clone();
-            let data = json!({"type": "assistant_status",
-                "assistant": {"status": kind.as_str(), "detail": detail, "checked_at": checked_at}});
-            tokio::spawn(async move {
-                if let Err(e) = conversation.app_event(data).await {
-                    tracing::debug!(error = %e, "assistant status not logged");
-                }
-            });
+            if self.is_active() {
+                self.ctx.status_event(
+                    IncomingKind::KIND,
+                    kind.as_str(),
+                    &detail,
+                    checked_at.as_deref(),
+                );
+            }
             match kind {
                 StatusKind::Online | StatusKind::Checking | StatusKind::NotConfigured => {
                     tracing::info!(status = kind.as_str(), was = was.as_str(), %detail, "assistant link status")
@@ -438,8 +532,7 @@ impl Inner {
             }
         }
         if kind == StatusKind::Online && was != StatusKind::Online {
-            self.retry_now.notify_waiters();
-            self.wake.notify_one();
+            self.ctx.retry_outbox_now();
         }
     }
 
@@ -451,6 +544,22 @@ impl Inner {
         let at = fmt_time(self.conversation.clock().now());
         self.status.lock().expect("status lock").last_error =
             Some(json!({"code": code, "message": message, "at": at}));
+    }
+
+    /// The adapter's version from `GET /v1/health` (only the Hermes adapter reports one),
+    /// compared with the versions StageWhisper is tested with.
+    pub(crate) fn set_version(&self, version: &str) {
+        let warning = crate::assistants::providers::version_warning(
+            "hermes-adapter",
+            "hermes-platform-stagewhisper",
+            version,
+        );
+        let mut s = self.status.lock().expect("status lock");
+        if warning.is_some() && s.warning != warning {
+            tracing::warn!(version, "untested assistant adapter version");
+        }
+        s.version = Some(version.to_string());
+        s.warning = warning;
     }
 
     pub(crate) fn events_support(&self) -> Option<bool> {
@@ -499,6 +608,7 @@ impl Inner {
             None => "none",
         };
         json!({
+            "kind": IncomingKind::KIND,
             "configured": cfg.is_some(),
             "base_url": cfg.as_ref().map(|c| c.stored.base_url.clone()),
             "relay_token_set": cfg.is_some(),
@@ -506,6 +616,7 @@ impl Inner {
             "detail": s.detail,
             "checked_at": s.checked_at,
             "assistant_version": s.version,
+            "warning": s.warning,
             "supports_events_fallback": s.events_support,
             "events_fallback_detail": s.events_detail,
             "mode": cfg.as_ref().map(|c| c.stored.mode.as_str()).unwrap_or("auto"),
@@ -519,103 +630,18 @@ impl Inner {
         })
     }
 
-    // ---- persisted link state ----
+    // ---- persisted state (the `/v1/events` cursors live in the outbox's state file) ----
 
     pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut LinkState) -> (T, bool)) -> T {
-        let mut st = self.state.lock().expect("state lock");
-        let (out, dirty) = f(&mut st);
-        if dirty {
-            self.state_file.save(&st);
-        }
-        out
-    }
-
-    /// Creates a pending prelude record for a call (once); `true` if one was created.
-    pub(crate) fn ensure_prelude(&self, call_id: &str) -> bool {
-        if self.config().is_none() {
-            return false;
-        }
-        let now = self.conversation.clock().now_ms();
-        self.with_state(|st| {
-            if st.preludes.contains_key(call_id) {
-                return (false, false);
-            }
-            st.preludes.insert(
-                call_id.to_string(),
-                PreludeRecord {
-                    task_id: uuid::Uuid::new_v4().to_string(),
-                    state: PreludeState::Pending,
-                    created_ms: now,
-                },
-            );
-            (true, true)
-        })
-    }
-
-    pub(crate) fn set_prelude_state(&self, call_id: &str, state: PreludeState) {
-        self.with_state(|st| match st.preludes.get_mut(call_id) {
-            Some(p) if p.state != state => {
-                p.state = state;
-                ((), true)
-            }
-            _ => ((), false),
-        })
-    }
-
-    /// Follows the conversation's event log: wakes the outbox for new outgoing entries, queues
-    /// a call's prelude when it starts, forgets deleted sessions.
-    async fn watch_conversation(self: Arc<Self>, cursor: i64) {
-        let store = self.conversation.store().clone();
-        let mut sub = self.conversation.hub().subscribe(store, cursor);
-        loop {
-            let e = tokio::select! {
-                e = sub.next() => e,
-                _ = self.shutdown.wait() => break,
-            };
-            let e = match e {
-                Ok(e) => e,
-                Err(err) => {
-                    tracing::warn!(error = %err, "assistant link: event log read failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    continue;
-                }
-            };
-            match e.event_type.as_str() {
-                "message_added" | "message_updated"
-                    if e.json.contains("\"kind\":\"user\"")
-                        && e.json.contains("\"delivery\":\"pending\"") =>
-                {
-                    self.wake.notify_one();
-                }
-                "transcript_added" => self.wake.notify_one(),
-                "session_created" => {
-                    let v: Value = serde_json::from_str(&e.json).unwrap_or_default();
-                    if v["session"]["is_call"] == true {
-                        if let Some(id) = v["session_id"].as_str() {
-                            if self.ensure_prelude(id) {
-                                self.wake.notify_one();
-                            }
-                        }
-                    }
-                }
-                "session_deleted" => {
-                    let v: Value = serde_json::from_str(&e.json).unwrap_or_default();
-                    if let Some(id) = v["session_id"].as_str() {
-                        self.forget_session(id);
-                    }
-                }
-                _ => {}
-            }
-        }
+        self.ctx.with_state(f)
     }
 
     fn forget_session(&self, id: &str) {
         let insights = format!("{}{id}", crate::protocol::INSIGHTS_PREFIX);
         self.with_state(|st| {
-            let a = st.preludes.remove(id).is_some();
             let b = st.streams.remove(id).is_some();
             let c = st.streams.remove(&insights).is_some();
-            ((), a || b || c)
+            ((), b || c)
         });
         let mut readers = self.readers.lock().expect("readers lock");
         for k in [id, insights.as_str()] {

@@ -1,41 +1,21 @@
-//! The outbox: delivers pending entries to `POST {base}/v1/incoming`, one at a time, oldest
-//! first (a call's `system_prelude` before its first transcript turn).
-//!
-//! Reliability rules:
-//! - the task id is recorded (`set_delivery(Pending, task_id)`) before the first attempt and
-//!   reused for every automatic retry and after a restart, so the assistant's dedupe (by task
-//!   id) makes a resend harmless;
-//! - connection errors, timeouts, 408/425/429/5xx: retried with backoff (the entry stays
-//!   pending and carries a note saying why);
-//! - `202 accepted`, `202 in_flight`, `200 duplicate` (and OpenClaw's idempotent replay): sent;
-//! - other 4xx: the entry fails with a code and a sentence; a user retry gives it a new task id.
+//! One delivery attempt of the `incoming` kind: `POST {base}/v1/incoming` (the generic outbox,
+//! [`crate::assistants::outbox`], picks the entry, keeps its task id and retries):
+//! - connection errors, timeouts, 408/425/429/5xx: retry after (same task id);
+//! - `202 accepted`, `202 in_flight`, `200 duplicate` (and OpenClaw's idempotent replay):
+//!   delivered;
+//! - other 4xx: failed with a code and a sentence; a 400 about the callback URL switches to
+//!   `GET /v1/events` (mode `auto`, when offered) and resends under the same task id.
 
 use super::client::{self, Call, ClientError, Response};
 use super::config::{render_prelude, LinkConfig, Mode};
-use super::state::PreludeState;
 use super::{Inner, StatusKind};
+use crate::assistants::outbox::transcript_text;
+use crate::assistants::{Attempt, Outgoing};
 use crate::clock::fmt_time;
-use crate::conversation::{CoreError, DeliveryState, DeliveryUpdate};
-use crate::model::{MessageKind, MessageRow};
-use crate::protocol::INSIGHTS_PREFIX;
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// One thing to send (or settle).
-#[derive(Debug)]
-pub(crate) enum Job {
-    Prelude {
-        call_id: String,
-        task_id: String,
-        title: Option<String>,
-    },
-    Row(MessageRow),
-    /// A transcript turn whose call ended too long ago for a reply to be shown.
-    Expire(MessageRow),
-}
 
 /// What an attempt came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -238,325 +218,128 @@ pub fn incoming_body(
     serde_json::to_vec(&v).expect("serializable")
 }
 
-/// The text of a transcript turn as sent: `Speaker: text`.
-pub fn transcript_text(row: &MessageRow) -> String {
-    match row.speaker.as_deref().filter(|s| !s.is_empty()) {
-        Some(sp) => format!("{sp}: {}", row.text),
-        None => row.text.clone(),
-    }
-}
-
-/// What happened to a job.
-enum Outcome {
-    Done,
-    Retry(Verdict),
-}
-
 impl Inner {
-    pub(crate) async fn outbox_loop(self: Arc<Self>) {
-        let s = self.settings;
-        let mut backoff = s.backoff_initial;
-        // Per entry: the note last written on it while retrying (to write each change once).
-        let mut notes: HashMap<String, &'static str> = HashMap::new();
-        // Per assistant session: when something was last sent to it.
-        let mut last_sent: HashMap<String, std::time::Instant> = HashMap::new();
-        loop {
-            if self.shutdown.is_triggered() {
-                break;
-            }
-            // Arm the wake-up before looking, so nothing slips between the scan and the wait.
-            let woken = self.wake.notified();
-            let Some(cfg) = self.config() else {
-                tokio::select! {
-                    _ = woken => {},
-                    _ = self.shutdown.wait() => break,
-                }
-                continue;
-            };
-            let job = match self.next_job(&cfg).await {
-                Ok(j) => j,
-                Err(e) => {
-                    tracing::warn!(error = %e, "assistant link: cannot read pending deliveries; retrying");
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => {},
-                        _ = self.shutdown.wait() => break,
-                    }
-                    continue;
-                }
-            };
-            let Some(job) = job else {
-                tokio::select! {
-                    _ = woken => {},
-                    _ = self.shutdown.wait() => break,
-                }
-                continue;
-            };
-            let key = job_key(&job);
-            tracing::debug!(job = %key, "assistant link: next delivery");
-            if let Job::Row(row) = &job {
-                // Space out sends to one session (see `LinkSettings::min_session_gap`).
-                if let Some(at) = last_sent.get(&row.session_id) {
-                    let left = s.min_session_gap.saturating_sub(at.elapsed());
-                    if !left.is_zero() {
-                        tokio::select! {
-                            _ = tokio::time::sleep(left) => {},
-                            _ = self.shutdown.wait() => break,
-                        }
-                    }
-                }
-                last_sent.insert(row.session_id.clone(), std::time::Instant::now());
-                if last_sent.len() > 1024 {
-                    let gap = s.min_session_gap;
-                    last_sent.retain(|_, t| t.elapsed() < gap);
-                }
-            }
-            let outcome = tokio::select! {
-                o = self.run_job(&cfg, job, &mut notes) => o,
-                _ = self.shutdown.wait() => break,
-            };
-            match outcome {
-                Outcome::Done => {
-                    backoff = s.backoff_initial;
-                    notes.remove(&key);
-                }
-                Outcome::Retry(v) => {
-                    let after = match &v {
-                        Verdict::Retry { after, .. } => *after,
-                        _ => None,
-                    };
-                    // Retry-After is honoured (up to 5 minutes), else the backoff.
-                    let wait = match after {
-                        Some(a) => a.max(backoff).min(Duration::from_secs(300)),
-                        None => backoff,
-                    };
-                    tracing::debug!(
-                        wait_ms = wait.as_millis() as u64,
-                        "assistant link: retrying later"
-                    );
-                    backoff = (backoff * 2).min(s.backoff_max);
-                    let retry_now = self.retry_now.notified();
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {},
-                        _ = retry_now => { backoff = s.backoff_initial; },
-                        _ = self.shutdown.wait() => break,
-                    }
-                }
-            }
-        }
-        tracing::debug!("assistant link outbox stopped");
-    }
-
-    /// The oldest thing to send.
-    pub(crate) async fn next_job(&self, _cfg: &LinkConfig) -> Result<Option<Job>, CoreError> {
-        let rows = self.conversation.pending_deliveries().await?;
-        let pending_preludes: Vec<(String, String)> = {
-            let st = self.state.lock().expect("state lock");
-            let mut v: Vec<_> = st
-                .preludes
-                .iter()
-                .filter(|(_, p)| p.state == PreludeState::Pending)
-                .map(|(k, p)| (p.created_ms, k.clone(), p.task_id.clone()))
-                .collect();
-            v.sort();
-            v.into_iter().map(|(_, k, t)| (k, t)).collect()
-        };
-        let needs_sessions =
-            !pending_preludes.is_empty() || rows.iter().any(|r| r.kind == MessageKind::Transcript);
-        let sessions = if needs_sessions {
-            self.conversation.sessions().await?
-        } else {
-            Vec::new()
-        };
-        let transcript_pending = |call: &str| {
-            let sid = format!("{INSIGHTS_PREFIX}{call}");
-            rows.iter().any(|r| r.session_id == sid)
-        };
-        for (call_id, task_id) in pending_preludes {
-            match sessions.iter().find(|s| s.session_id == call_id) {
-                // Not visible yet (or deleted: `session_deleted` forgets the record): wait.
-                None => continue,
-                Some(s) if s.ended_at.is_some() && !transcript_pending(&call_id) => {
-                    self.set_prelude_state(&call_id, PreludeState::Skipped)
-                }
-                Some(s) => {
-                    return Ok(Some(Job::Prelude {
-                        call_id,
-                        task_id,
-                        title: s.title.clone(),
-                    }))
-                }
-            }
-        }
-        let now_ms = self.conversation.clock().now_ms();
-        let grace = self.conversation.settings().insights_grace_ms;
-        for row in rows {
-            match row.kind {
-                MessageKind::User => return Ok(Some(Job::Row(row))),
-                MessageKind::Transcript => {
-                    let call_id = row
-                        .session_id
-                        .strip_prefix(INSIGHTS_PREFIX)
-                        .unwrap_or_default()
-                        .to_string();
-                    let Some(call) = sessions.iter().find(|s| s.session_id == call_id) else {
-                        continue; // deleted: its rows go with it
-                    };
-                    if self.ensure_prelude(&call_id) {
-                        let task_id = self
-                            .state
-                            .lock()
-                            .expect("state lock")
-                            .preludes
-                            .get(&call_id)
-                            .map(|p| p.task_id.clone())
-                            .unwrap_or_default();
-                        return Ok(Some(Job::Prelude {
-                            call_id,
-                            task_id,
-                            title: call.title.clone(),
-                        }));
-                    }
-                    let ended_long_ago = call
-                        .ended_at
-                        .as_deref()
-                        .and_then(crate::protocol::parse_rfc3339)
-                        .is_some_and(|t| t.timestamp_millis() + grace < now_ms);
-                    if ended_long_ago {
-                        return Ok(Some(Job::Expire(row)));
-                    }
-                    return Ok(Some(Job::Row(row)));
-                }
-                _ => continue,
-            }
-        }
-        Ok(None)
-    }
-
-    async fn run_job(
+    /// One attempt at delivering a stored outbox entry with `POST /v1/incoming` (the generic
+    /// outbox records the verdict and retries).
+    pub(crate) async fn deliver(
         self: &Arc<Self>,
-        cfg: &Arc<super::config::LinkConfig>,
-        job: Job,
-        notes: &mut HashMap<String, &'static str>,
-    ) -> Outcome {
-        match job {
-            Job::Prelude {
-                call_id,
+        cfg: &Arc<LinkConfig>,
+        entry: &Outgoing,
+    ) -> Attempt {
+        match entry {
+            Outgoing::Prelude {
                 task_id,
+                call_id,
+                session_id,
                 title,
             } => {
                 let text = render_prelude(cfg.prelude(), title.as_deref());
-                let session = format!("{INSIGHTS_PREFIX}{call_id}");
                 let now = fmt_time(self.conversation.clock().now());
                 let body = incoming_body(
-                    &task_id,
-                    &session,
+                    task_id,
+                    session_id,
                     "system_prelude",
                     &now,
                     json!({"text": text}),
                     None,
                 );
                 match self
-                    .post(cfg, body, &task_id, &session, "system_prelude")
+                    .post(cfg, body, task_id, session_id, "system_prelude")
                     .await
                 {
-                    Verdict::Delivered(_) => {
-                        self.set_prelude_state(&call_id, PreludeState::Sent);
-                        Outcome::Done
-                    }
-                    v @ Verdict::Retry { .. } => Outcome::Retry(v),
+                    Verdict::Delivered(how) => Attempt::Delivered(how),
+                    Verdict::Retry {
+                        code,
+                        message,
+                        after,
+                        ..
+                    } => Attempt::RetryAfter {
+                        code,
+                        message,
+                        after,
+                    },
                     Verdict::CallbackRejected { detail }
                     | Verdict::Failed {
                         message: detail, ..
                     } => {
-                        tracing::warn!(call_id = %call_id, %detail, "the call's prelude was refused; its transcript is sent without it");
+                        tracing::debug!(call_id = %call_id, %detail, "system_prelude refused");
                         self.set_last_error("prelude_rejected", &detail);
-                        self.set_prelude_state(&call_id, PreludeState::Failed);
-                        Outcome::Done
+                        Attempt::Failed {
+                            code: "prelude_rejected",
+                            message: detail,
+                        }
                     }
                 }
             }
-            Job::Expire(row) => {
-                let msg = format!(
-                    "Not sent: the call ended more than {} s before the assistant could be reached.",
-                    self.conversation.settings().insights_grace_ms / 1000
-                );
-                match self
-                    .conversation
-                    .set_delivery(
-                        row.id,
-                        DeliveryUpdate {
-                            state: DeliveryState::Failed,
-                            task_id: None,
-                            error: Some(("call_ended".into(), msg)),
-                        },
-                    )
-                    .await
-                {
-                    Ok(()) | Err(CoreError::MessageNotFound) => Outcome::Done,
-                    Err(e) => Outcome::Retry(storage_retry(e)),
-                }
+            // `/v1/incoming` has no reason for the end of a call: nothing to send.
+            Outgoing::CallEnded { .. } => Attempt::Delivered("not_applicable"),
+            Outgoing::UserMessage {
+                task_id,
+                session_id,
+                text,
+                user_message_id,
+                occurred_at,
+            } => {
+                let payload = json!({"text": text, "user_message_id": user_message_id});
+                self.deliver_turn(
+                    cfg,
+                    task_id,
+                    session_id,
+                    "chat_message",
+                    occurred_at,
+                    payload,
+                )
+                .await
             }
-            Job::Row(row) => self.deliver_row(cfg, row, notes).await,
+            Outgoing::TranscriptTurn {
+                task_id,
+                session_id,
+                speaker,
+                text,
+                occurred_at,
+                ..
+            } => {
+                let payload = json!({
+                    "text": transcript_text(speaker.as_deref(), text),
+                    "is_final": true,
+                });
+                self.deliver_turn(
+                    cfg,
+                    task_id,
+                    session_id,
+                    "transcript_chunk",
+                    occurred_at,
+                    payload,
+                )
+                .await
+            }
         }
     }
 
-    async fn deliver_row(
+    /// A chat message or a transcript turn: with the callback block, or without it (replies
+    /// over `GET /v1/events`) when the assistant rejects the callback URL and offers the stream.
+    async fn deliver_turn(
         self: &Arc<Self>,
         cfg: &Arc<LinkConfig>,
-        row: MessageRow,
-        notes: &mut HashMap<String, &'static str>,
-    ) -> Outcome {
-        // The task id first: on disk before the assistant can see it.
-        let task_id = match row.task_id.clone() {
-            Some(t) => t,
-            None => {
-                let t = uuid::Uuid::new_v4().to_string();
-                if let Err(e) = self
-                    .conversation
-                    .set_delivery(
-                        row.id,
-                        DeliveryUpdate {
-                            state: DeliveryState::Pending,
-                            task_id: Some(t.clone()),
-                            error: None,
-                        },
-                    )
-                    .await
-                {
-                    return match e {
-                        CoreError::MessageNotFound => Outcome::Done,
-                        e => Outcome::Retry(storage_retry(e)),
-                    };
-                }
-                t
-            }
-        };
-        let (reason, payload) = match row.kind {
-            MessageKind::User => (
-                "chat_message",
-                json!({"text": row.text, "user_message_id": row.message_id}),
-            ),
-            _ => (
-                "transcript_chunk",
-                json!({"text": transcript_text(&row), "is_final": true}),
-            ),
-        };
-        let occurred_at = row.occurred_at.clone().unwrap_or(row.received_at.clone());
+        task_id: &str,
+        session_id: &str,
+        reason: &str,
+        occurred_at: &str,
+        payload: Value,
+    ) -> Attempt {
         let mut verdict;
         loop {
             let events = self.uses_events(cfg);
             let callback = (!events).then(|| (self.callback.url(), self.callback.token()));
             let body = incoming_body(
-                &task_id,
-                &row.session_id,
+                task_id,
+                session_id,
                 reason,
-                &occurred_at,
+                occurred_at,
                 payload.clone(),
                 callback,
             );
-            verdict = self
-                .post(cfg, body, &task_id, &row.session_id, reason)
-                .await;
+            verdict = self.post(cfg, body, task_id, session_id, reason).await;
             if let Verdict::CallbackRejected { detail } = &verdict {
                 let cb = self.callback.url();
                 let (code, message) = if events {
@@ -620,69 +403,26 @@ impl Inner {
                 if !self.uses_events(cfg) && self.callback_problem().is_some() {
                     self.set_callback_problem(None);
                 }
-                tracing::info!(row = row.id, task_id = %task_id, session_id = %row.session_id, reason, how, "delivered to the assistant");
-                if let Err(e) = self
-                    .conversation
-                    .set_delivery(
-                        row.id,
-                        DeliveryUpdate {
-                            state: DeliveryState::Sent,
-                            task_id: Some(task_id),
-                            error: None,
-                        },
-                    )
-                    .await
-                {
-                    if e != CoreError::MessageNotFound {
-                        // Sent but not recorded: the next attempt reuses the task id and the
-                        // assistant answers `duplicate`.
-                        return Outcome::Retry(storage_retry(e));
-                    }
-                }
                 if self.uses_events(cfg) {
-                    self.watch_events(&row.session_id);
+                    self.watch_events(session_id);
                 }
-                Outcome::Done
-            }
-            v @ Verdict::Retry { .. } => {
-                if let Verdict::Retry { code, message, .. } = &v {
-                    let key = format!("row:{}", row.id);
-                    if notes.get(&key) != Some(code) {
-                        notes.insert(key, code);
-                        let note = format!("Not delivered yet: {message}");
-                        let _ = self
-                            .conversation
-                            .set_delivery(
-                                row.id,
-                                DeliveryUpdate {
-                                    state: DeliveryState::Pending,
-                                    task_id: Some(task_id.clone()),
-                                    error: Some((code.to_string(), note)),
-                                },
-                            )
-                            .await;
-                    }
-                }
-                Outcome::Retry(v)
-            }
-            Verdict::Failed { code, message, .. } => {
-                tracing::warn!(row = row.id, task_id = %task_id, session_id = %row.session_id, code, %message, "delivery failed");
-                match self
-                    .conversation
-                    .set_delivery(
-                        row.id,
-                        DeliveryUpdate {
-                            state: DeliveryState::Failed,
-                            task_id: Some(task_id),
-                            error: Some((code.to_string(), message)),
-                        },
-                    )
-                    .await
-                {
-                    Ok(()) | Err(CoreError::MessageNotFound) => Outcome::Done,
-                    Err(e) => Outcome::Retry(storage_retry(e)),
+                if how == "duplicate" {
+                    Attempt::Duplicate
+                } else {
+                    Attempt::Delivered(how)
                 }
             }
+            Verdict::Retry {
+                code,
+                message,
+                after,
+                ..
+            } => Attempt::RetryAfter {
+                code,
+                message,
+                after,
+            },
+            Verdict::Failed { code, message, .. } => Attempt::Failed { code, message },
             Verdict::CallbackRejected { .. } => unreachable!("turned into Failed above"),
         }
     }
@@ -742,23 +482,6 @@ impl Inner {
             Verdict::CallbackRejected { .. } => {}
         }
         verdict
-    }
-}
-
-fn job_key(job: &Job) -> String {
-    match job {
-        Job::Prelude { call_id, .. } => format!("prelude:{call_id}"),
-        Job::Row(r) | Job::Expire(r) => format!("row:{}", r.id),
-    }
-}
-
-fn storage_retry(e: CoreError) -> Verdict {
-    tracing::warn!(error = %e, "assistant link: cannot record a delivery state; retrying");
-    Verdict::Retry {
-        code: "storage_unavailable",
-        message: e.to_string(),
-        after: Some(Duration::from_secs(1)),
-        status: StatusKind::Online,
     }
 }
 

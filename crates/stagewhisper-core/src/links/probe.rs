@@ -161,11 +161,8 @@ impl Inner {
         if self.generation() != generation {
             return; // reconfigured meanwhile
         }
-        {
-            let mut s = self.status.lock().expect("status lock");
-            if p.version.is_some() {
-                s.version = p.version.clone();
-            }
+        if let Some(v) = &p.version {
+            self.set_version(v);
         }
         let (mut kind, mut detail) = (p.kind, p.detail.clone());
         if kind == StatusKind::Online {
@@ -188,10 +185,11 @@ impl Inner {
         let mut delay = self.settings.probe_retry;
         loop {
             let woken = self.probe_now.notified();
-            if self.config().is_some() {
+            let checking = self.config().is_some() && self.is_active();
+            if checking {
                 self.check_now().await;
             }
-            let wait = if self.config().is_none() {
+            let wait = if !checking {
                 Duration::from_secs(3600)
             } else if self.status_kind() == StatusKind::Online {
                 delay = self.settings.probe_retry;

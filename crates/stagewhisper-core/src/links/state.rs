@@ -40,6 +40,9 @@ pub struct LinkState {
     /// By call (chat) session id.
     #[serde(default)]
     pub preludes: BTreeMap<String, PreludeRecord>,
+    /// "The call ended" notices, by call session id (same record: task id kept across retries).
+    #[serde(default)]
+    pub call_ends: BTreeMap<String, PreludeRecord>,
     /// By assistant session id (`<chat>` or `insights:<chat>`).
     #[serde(default)]
     pub streams: BTreeMap<String, StreamRecord>,
@@ -83,6 +86,8 @@ impl LinkState {
         const WEEK: i64 = 7 * 24 * 3600 * 1000;
         const DAY: i64 = 24 * 3600 * 1000;
         self.preludes
+            .retain(|_, p| p.state == PreludeState::Pending || p.created_ms + WEEK > now_ms);
+        self.call_ends
             .retain(|_, p| p.state == PreludeState::Pending || p.created_ms + WEEK > now_ms);
         self.streams
             .retain(|_, s| s.last_activity_ms + DAY > now_ms);

@@ -1,0 +1,605 @@
+//! Every kind of assistant behind one trait, exactly one active at a time.
+//!
+//! - [`AssistantKind`]: what a kind implements — configure from its JSON settings, status,
+//!   remove/unpair, check now, one delivery attempt of a stored outbox entry, and optionally
+//!   routes it serves on the callback listener ([`CallbackRoutes`]).
+//! - [`AssistantContext`]: the small handle a kind gets — the conversation (what the assistant
+//!   says goes in through [`AssistantContext::submit`], the same entry point as
+//!   `POST /tasks/{task_id}`), the callback target, the data dir, shutdown, the clock, the
+//!   outbox's wake-ups and per-kind settings files.
+//! - [`outbox`]: the generic, durable outbox: the oldest pending entry, its task id recorded
+//!   before the first attempt, retries with backoff under the same task id (also after a
+//!   restart), `sent` / `failed` recorded. It knows no transport.
+//! - [`Assistants`]: the manager (registered kinds, the active one, `PUT /api/assistant`).
+//! - [`providers`]: the data-only registry of kinds and the real peers they serve.
+//!
+//! The `incoming` kind (`POST /v1/incoming`) lives in [`crate::links`].
+
+pub mod outbox;
+pub mod providers;
+
+use crate::clock::{fmt_time, SharedClock};
+use crate::conversation::{Conversation, CoreError, Outcome};
+use crate::http::{Resp, Shutdown};
+use crate::links::state::{LinkState, PreludeRecord, PreludeState, StateFile};
+use crate::links::CallbackTarget;
+use crate::protocol::Callback;
+use crate::tokens::write_secret;
+use bytes::Bytes;
+use serde_json::{json, Value};
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// A boxed, `Send` future (the trait stays object-safe without `async-trait`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The kind every install starts with and an absent `kind` means.
+pub const DEFAULT_KIND: &str = "incoming";
+/// Which kind is active (absent: [`DEFAULT_KIND`]).
+pub const ACTIVE_KIND_FILE: &str = "assistant_kind.json";
+/// Per-kind settings of kinds other than `incoming` (`<dir>/<kind>.json`, mode 0600).
+pub const KIND_SETTINGS_DIR: &str = "assistants";
+
+/// A stored outbox entry, handed to the active kind for one attempt. The task id was recorded
+/// before the first attempt and is the same on every retry of this entry.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outgoing {
+    /// A user message (a summary request is one too: the conversation stores it as such).
+    UserMessage {
+        task_id: String,
+        session_id: String,
+        text: String,
+        /// The message's `message_id`.
+        user_message_id: Option<String>,
+        occurred_at: String,
+    },
+    /// The coaching framing of a call, before its first transcript turn.
+    Prelude {
+        task_id: String,
+        call_id: String,
+        /// `insights:<call>`.
+        session_id: String,
+        title: Option<String>,
+    },
+    /// The call ended (after its last stored transcript turn was settled).
+    CallEnded {
+        task_id: String,
+        call_id: String,
+        /// `insights:<call>`.
+        session_id: String,
+    },
+    /// A final transcript turn of a call.
+    TranscriptTurn {
+        task_id: String,
+        call_id: String,
+        /// `insights:<call>`.
+        session_id: String,
+        speaker: Option<String>,
+        text: String,
+        occurred_at: String,
+    },
+}
+
+impl Outgoing {
+    pub fn task_id(&self) -> &str {
+        match self {
+            Outgoing::UserMessage { task_id, .. }
+            | Outgoing::Prelude { task_id, .. }
+            | Outgoing::CallEnded { task_id, .. }
+            | Outgoing::TranscriptTurn { task_id, .. } => task_id,
+        }
+    }
+
+    /// The assistant-side session (`<chat>` or `insights:<call>`).
+    pub fn session_id(&self) -> &str {
+        match self {
+            Outgoing::UserMessage { session_id, .. }
+            | Outgoing::Prelude { session_id, .. }
+            | Outgoing::CallEnded { session_id, .. }
+            | Outgoing::TranscriptTurn { session_id, .. } => session_id,
+        }
+    }
+}
+
+/// What one delivery attempt came to. The kind decides; the outbox records it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attempt {
+    /// Taken (`how` is logged: `accepted`, `in_flight`, `replay`, …).
+    Delivered(&'static str),
+    /// The assistant already had this task id.
+    Duplicate,
+    /// Not now: try again under the same task id (`after` overrides the backoff, capped at 5 min).
+    RetryAfter {
+        code: &'static str,
+        message: String,
+        after: Option<Duration>,
+    },
+    /// Final: the entry fails with a stable code and a sentence the user can act on.
+    Failed { code: &'static str, message: String },
+}
+
+/// A refused `configure` (stable `code`, HTTP status for the control API).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct KindError {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl KindError {
+    pub fn bad(code: &'static str, message: impl Into<String>) -> KindError {
+        KindError {
+            status: 400,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn internal(code: &'static str, message: impl Into<String>) -> KindError {
+        KindError {
+            status: 500,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// One kind of assistant: only transport. Dedupe, drafts, typing, insights routing and
+/// durability are the conversation's and the outbox's, for all kinds.
+pub trait AssistantKind: Send + Sync + 'static {
+    /// The stable kind id (`incoming`, `byo`, …), as in `PUT /api/assistant {kind}`.
+    fn kind(&self) -> &'static str;
+
+    /// Validates and saves the kind's JSON settings (the `PUT /api/assistant` body without
+    /// `kind`), then checks them. Refusals carry stable codes.
+    fn configure<'a>(&'a self, settings: &'a Value) -> BoxFuture<'a, Result<(), KindError>>;
+
+    /// `{status, detail, …}`: `status: "online"` means ready to converse; anything else is the
+    /// kind's own word (`not_configured`, `checking`, …). Kind-specific fields may be added.
+    /// The manager adds `kind`.
+    fn status(&self) -> Value;
+
+    /// Has settings to deliver with (the outbox waits while the active kind has none).
+    fn is_configured(&self) -> bool;
+
+    /// Forgets the settings / unpairs. Pending entries stay pending.
+    fn remove(&self) -> BoxFuture<'_, ()>;
+
+    /// Checks the assistant now.
+    fn check(&self) -> BoxFuture<'_, ()>;
+
+    /// One attempt at delivering `entry`; never retries by itself.
+    fn deliver<'a>(&'a self, entry: &'a Outgoing) -> BoxFuture<'a, Attempt>;
+
+    /// The kind became (or stopped being) the active one: start or stop background work.
+    fn set_active(&self, _active: bool) {}
+
+    /// A session was deleted: forget what the kind keeps about it.
+    fn session_deleted(&self, _session_id: &str) {}
+
+    /// Routes the kind serves on the callback listener while it is active.
+    fn callback_routes(&self) -> Option<Arc<dyn CallbackRoutes>> {
+        None
+    }
+}
+
+/// Routes a kind serves on the callback listener. The listener applies its Host check and
+/// its body size and time limits first; authentication is the kind's own (the callback bearer
+/// token is not required here).
+pub trait CallbackRoutes: Send + Sync + 'static {
+    /// Path prefixes (e.g. `/api/v1/assistant-relay/`); a request is the kind's when its path
+    /// starts with one of them.
+    fn prefixes(&self) -> Vec<&'static str>;
+
+    /// Answers one request (its body already read within the limits).
+    fn handle(&self, parts: hyper::http::request::Parts, body: Bytes) -> BoxFuture<'_, Resp>;
+}
+
+/// What a kind gets to work with.
+pub struct AssistantContext {
+    pub conversation: Conversation,
+    /// Where the assistant posts replies (origin read at send time; rotatable token).
+    pub callback: Arc<CallbackTarget>,
+    pub data_dir: PathBuf,
+    pub shutdown: Shutdown,
+    pub clock: SharedClock,
+    pub(crate) wake: Notify,
+    pub(crate) retry_now: Notify,
+    state_file: StateFile,
+    state: Mutex<LinkState>,
+}
+
+impl AssistantContext {
+    pub fn new(
+        conversation: Conversation,
+        callback: Arc<CallbackTarget>,
+        data_dir: PathBuf,
+        shutdown: Shutdown,
+    ) -> Arc<AssistantContext> {
+        let state_file = StateFile::new(&data_dir);
+        let mut state = state_file.load();
+        state.prune(conversation.clock().now_ms());
+        let clock = conversation.clock().clone();
+        Arc::new(AssistantContext {
+            conversation,
+            callback,
+            data_dir,
+            shutdown,
+            clock,
+            wake: Notify::new(),
+            retry_now: Notify::new(),
+            state_file,
+            state: Mutex::new(state),
+        })
+    }
+
+    /// What the assistant said, into the conversation: the one entry point, the same as
+    /// `POST /tasks/{task_id}` (dedupe makes a reply arriving two ways harmless).
+    pub async fn submit(&self, cb: Callback) -> Result<Outcome, CoreError> {
+        self.conversation.submit(cb).await
+    }
+
+    /// Something may be deliverable now.
+    pub fn wake_outbox(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Stop waiting out the backoff (e.g. the assistant came back online).
+    pub fn retry_outbox_now(&self) {
+        self.retry_now.notify_waiters();
+        self.wake.notify_one();
+    }
+
+    /// Logs an `assistant_status` event (the call bar follows it).
+    pub fn status_event(&self, kind: &str, status: &str, detail: &str, checked_at: Option<&str>) {
+        let conversation = self.conversation.clone();
+        let data = json!({"type": "assistant_status",
+            "assistant": {"kind": kind, "status": status, "detail": detail, "checked_at": checked_at}});
+        tokio::spawn(async move {
+            if let Err(e) = conversation.app_event(data).await {
+                tracing::debug!(error = %e, "assistant status not logged");
+            }
+        });
+    }
+
+    pub fn now(&self) -> String {
+        fmt_time(self.clock.now())
+    }
+
+    fn settings_path(&self, kind: &str) -> PathBuf {
+        self.data_dir
+            .join(KIND_SETTINGS_DIR)
+            .join(format!("{kind}.json"))
+    }
+
+    /// A kind's saved settings (`None` when none are saved or they are unreadable).
+    pub fn load_settings(&self, kind: &str) -> Option<Value> {
+        let p = self.settings_path(kind);
+        let raw = std::fs::read_to_string(&p).ok()?;
+        match serde_json::from_str(&raw) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::error!(path = %p.display(), error = %e, "saved assistant settings unreadable");
+                None
+            }
+        }
+    }
+
+    /// Saves a kind's settings atomically with mode 0600 (they may hold secrets).
+    pub fn save_settings(&self, kind: &str, settings: &Value) -> Result<(), KindError> {
+        let dir = self.data_dir.join(KIND_SETTINGS_DIR);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| KindError::internal("config_write_failed", e.to_string()))?;
+        let json = serde_json::to_string_pretty(settings).expect("serializable");
+        write_secret(&self.settings_path(kind), &json)
+            .map_err(|e| KindError::internal("config_write_failed", e.to_string()))
+    }
+
+    pub fn remove_settings(&self, kind: &str) {
+        let _ = std::fs::remove_file(self.settings_path(kind));
+    }
+
+    // ---- the outbox's persisted state (also holds the incoming kind's stream cursors) ----
+
+    pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut LinkState) -> (T, bool)) -> T {
+        let mut st = self.state.lock().expect("state lock");
+        let (out, dirty) = f(&mut st);
+        if dirty {
+            self.state_file.save(&st);
+        }
+        out
+    }
+
+    /// Creates a pending prelude record for a call (once); `true` if one was created.
+    pub(crate) fn ensure_prelude(&self, call_id: &str) -> bool {
+        let now = self.clock.now_ms();
+        self.with_state(|st| {
+            if st.preludes.contains_key(call_id) {
+                return (false, false);
+            }
+            st.preludes.insert(
+                call_id.to_string(),
+                PreludeRecord {
+                    task_id: uuid::Uuid::new_v4().to_string(),
+                    state: PreludeState::Pending,
+                    created_ms: now,
+                },
+            );
+            (true, true)
+        })
+    }
+
+    /// Creates a pending "call ended" record (once); `true` if one was created.
+    pub(crate) fn ensure_call_end(&self, call_id: &str) -> bool {
+        let now = self.clock.now_ms();
+        self.with_state(|st| {
+            if st.call_ends.contains_key(call_id) {
+                return (false, false);
+            }
+            st.call_ends.insert(
+                call_id.to_string(),
+                PreludeRecord {
+                    task_id: uuid::Uuid::new_v4().to_string(),
+                    state: PreludeState::Pending,
+                    created_ms: now,
+                },
+            );
+            (true, true)
+        })
+    }
+
+    pub(crate) fn set_call_end_state(&self, call_id: &str, state: PreludeState) {
+        self.with_state(|st| match st.call_ends.get_mut(call_id) {
+            Some(p) if p.state != state => {
+                p.state = state;
+                ((), true)
+            }
+            _ => ((), false),
+        })
+    }
+
+    pub(crate) fn set_prelude_state(&self, call_id: &str, state: PreludeState) {
+        self.with_state(|st| match st.preludes.get_mut(call_id) {
+            Some(p) if p.state != state => {
+                p.state = state;
+                ((), true)
+            }
+            _ => ((), false),
+        })
+    }
+}
+
+/// Builds a kind once the context exists (extra kinds come in through [`crate::Config`]).
+pub type KindFactory = Box<dyn FnOnce(Arc<AssistantContext>) -> Arc<dyn AssistantKind> + Send>;
+
+struct ManagerInner {
+    ctx: Arc<AssistantContext>,
+    timing: outbox::OutboxTiming,
+    kinds: Vec<Arc<dyn AssistantKind>>,
+    active: RwLock<Arc<dyn AssistantKind>>,
+}
+
+/// The assistants manager: the registered kinds, exactly one active (cheap to clone).
+#[derive(Clone)]
+pub struct Assistants {
+    inner: Arc<ManagerInner>,
+}
+
+impl Assistants {
+    /// Registers `kinds` (the first with a given id wins), activates the saved one (absent or
+    /// unknown: `incoming`), and starts the outbox and the conversation watcher.
+    pub async fn start(
+        ctx: Arc<AssistantContext>,
+        kinds: Vec<Arc<dyn AssistantKind>>,
+        timing: outbox::OutboxTiming,
+    ) -> Self {
+        let mut unique: Vec<Arc<dyn AssistantKind>> = Vec::new();
+        for k in kinds {
+            if unique.iter().any(|u| u.kind() == k.kind()) {
+                tracing::warn!(
+                    kind = k.kind(),
+                    "assistant kind registered twice; keeping the first"
+                );
+                continue;
+            }
+            unique.push(k);
+        }
+        assert!(!unique.is_empty(), "at least one assistant kind");
+        let saved = load_active(&ctx.data_dir);
+        let active = unique
+            .iter()
+            .find(|k| k.kind() == saved)
+            .or_else(|| unique.iter().find(|k| k.kind() == DEFAULT_KIND))
+            .unwrap_or(&unique[0])
+            .clone();
+        tracing::info!(kind = active.kind(), "assistant kind active");
+        for k in &unique {
+            k.set_active(Arc::ptr_eq(k, &active));
+        }
+        let cursor = ctx.conversation.store().last_event_id().await.unwrap_or(0);
+        let inner = Arc::new(ManagerInner {
+            ctx,
+            timing,
+            kinds: unique,
+            active: RwLock::new(active),
+        });
+        let me = Assistants { inner };
+        tokio::spawn(outbox::run(me.clone()));
+        tokio::spawn(outbox::watch_conversation(me.clone(), cursor));
+        me
+    }
+
+    pub fn context(&self) -> &Arc<AssistantContext> {
+        &self.inner.ctx
+    }
+
+    pub fn conversation(&self) -> &Conversation {
+        &self.inner.ctx.conversation
+    }
+
+    /// The active kind.
+    pub fn active(&self) -> Arc<dyn AssistantKind> {
+        self.inner.active.read().expect("active lock").clone()
+    }
+
+    /// A registered kind by id.
+    pub fn kind(&self, id: &str) -> Option<Arc<dyn AssistantKind>> {
+        self.inner.kinds.iter().find(|k| k.kind() == id).cloned()
+    }
+
+    pub(crate) fn all_kinds(&self) -> &[Arc<dyn AssistantKind>] {
+        &self.inner.kinds
+    }
+
+    pub(crate) fn timing(&self) -> outbox::OutboxTiming {
+        self.inner.timing
+    }
+
+    pub fn kinds(&self) -> Vec<&'static str> {
+        self.inner.kinds.iter().map(|k| k.kind()).collect()
+    }
+
+    /// Something new may be pending.
+    pub fn wake(&self) {
+        self.inner.ctx.wake_outbox();
+    }
+
+    /// Sends again now instead of waiting out the backoff.
+    pub fn retry_now(&self) {
+        self.inner.ctx.retry_outbox_now();
+    }
+
+    pub fn is_configured(&self) -> bool {
+        self.active().is_configured()
+    }
+
+    /// The routes of the active kind on the callback listener.
+    pub fn active_routes(&self) -> Option<Arc<dyn CallbackRoutes>> {
+        self.active().callback_routes()
+    }
+
+    /// `GET /api/assistant`: the active kind's `{kind, status, detail, …}`.
+    pub fn view(&self) -> Value {
+        view_of(self.active().as_ref())
+    }
+
+    /// `PUT /api/assistant`: `kind` (absent: `incoming`) selects the kind; a body with only
+    /// `kind` switches to it with its saved settings, anything else configures it first. The
+    /// other kinds keep their saved settings.
+    pub async fn put(&self, body: &Value) -> Result<Value, KindError> {
+        let Value::Object(map) = body else {
+            return Err(KindError::bad(
+                "invalid_json",
+                "the body must be a JSON object",
+            ));
+        };
+        let kind_id = match map.get("kind") {
+            None | Some(Value::Null) => DEFAULT_KIND.to_string(),
+            Some(Value::String(s)) => s.trim().to_string(),
+            Some(_) => return Err(KindError::bad("invalid_field", "`kind` must be a string")),
+        };
+        let Some(kind) = self.kind(&kind_id) else {
+            let known = providers::registry()
+                .kinds
+                .iter()
+                .any(|k| k.id == kind_id.as_str());
+            return Err(if known {
+                KindError::bad(
+                    "kind_not_available",
+                    format!(
+                        "the assistant kind \"{kind_id}\" is not available yet in this version"
+                    ),
+                )
+            } else {
+                KindError::bad(
+                    "unknown_kind",
+                    format!(
+                        "unknown assistant kind \"{kind_id}\" (known: {})",
+                        self.kinds().join(", ")
+                    ),
+                )
+            });
+        };
+        let mut settings = map.clone();
+        settings.remove("kind");
+        if !settings.is_empty() || !kind.is_configured() {
+            kind.configure(&Value::Object(settings)).await?;
+        }
+        self.activate(&kind)?;
+        self.retry_now();
+        Ok(self.view())
+    }
+
+    fn activate(&self, kind: &Arc<dyn AssistantKind>) -> Result<(), KindError> {
+        let old = self.active();
+        if Arc::ptr_eq(&old, kind) {
+            return Ok(());
+        }
+        save_active(&self.inner.ctx.data_dir, kind.kind())?;
+        *self.inner.active.write().expect("active lock") = kind.clone();
+        old.set_active(false);
+        kind.set_active(true);
+        tracing::info!(
+            kind = kind.kind(),
+            was = old.kind(),
+            "assistant kind switched"
+        );
+        let s = kind.status();
+        self.inner.ctx.status_event(
+            kind.kind(),
+            s["status"].as_str().unwrap_or(""),
+            s["detail"].as_str().unwrap_or(""),
+            s["checked_at"].as_str(),
+        );
+        Ok(())
+    }
+
+    /// `DELETE /api/assistant`: the active kind forgets its settings (unpairs).
+    pub async fn remove(&self) -> Value {
+        self.active().remove().await;
+        self.view()
+    }
+
+    /// `POST /api/assistant/check`.
+    pub async fn check(&self) -> Value {
+        self.active().check().await;
+        self.retry_now();
+        self.view()
+    }
+
+    /// `GET /api/providers`: the registry, with `available` true exactly for the registered
+    /// kinds (a registered kind the registry does not describe is listed too).
+    pub fn providers(&self) -> Value {
+        providers::for_registered(&self.kinds(), self.active().kind())
+    }
+}
+
+fn view_of(kind: &dyn AssistantKind) -> Value {
+    let mut v = kind.status();
+    if !v.is_object() {
+        v = json!({"status": "unknown", "detail": ""});
+    }
+    v["kind"] = json!(kind.kind());
+    v
+}
+
+fn load_active(dir: &std::path::Path) -> String {
+    std::fs::read_to_string(dir.join(ACTIVE_KIND_FILE))
+        .ok()
+        .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+        .and_then(|v| v["kind"].as_str().map(str::to_string))
+        .unwrap_or_else(|| DEFAULT_KIND.to_string())
+}
+
+fn save_active(dir: &std::path::Path, kind: &str) -> Result<(), KindError> {
+    write_secret(
+        &dir.join(ACTIVE_KIND_FILE),
+        &json!({ "kind": kind }).to_string(),
+    )
+    .map_err(|e| KindError::internal("config_write_failed", e.to_string()))
+}

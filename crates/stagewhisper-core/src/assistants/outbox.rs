@@ -1,0 +1,544 @@
+//! The generic outbox: delivers pending entries through the active kind, one at a time, oldest
+//! first (a call's prelude before its first transcript turn). It knows no transport.
+//!
+//! Reliability rules (the same for every kind):
+//! - the task id is recorded (`set_delivery(Pending, task_id)`) before the first attempt and
+//!   reused for every automatic retry and after a restart, so the assistant's dedupe (by task
+//!   id) makes a resend harmless;
+//! - [`Attempt::RetryAfter`]: retried with backoff (the entry stays pending and carries a note
+//!   saying why);
+//! - [`Attempt::Delivered`] / [`Attempt::Duplicate`]: `sent`;
+//! - [`Attempt::Failed`]: the entry fails with the kind's code and sentence; only a user retry
+//!   gives it a new task id.
+
+use super::{Assistants, Attempt, Outgoing};
+use crate::conversation::{CoreError, DeliveryState, DeliveryUpdate};
+use crate::links::state::PreludeState;
+use crate::model::{MessageKind, MessageRow};
+use crate::protocol::INSIGHTS_PREFIX;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Timing of the generic outbox.
+#[derive(Debug, Clone, Copy)]
+pub struct OutboxTiming {
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+    /// Smallest gap between two sends to the same assistant session.
+    pub min_session_gap: Duration,
+}
+
+/// One thing to send (or settle).
+#[derive(Debug)]
+enum Job {
+    Prelude {
+        call_id: String,
+        task_id: String,
+        title: Option<String>,
+    },
+    Row(MessageRow),
+    CallEnded {
+        call_id: String,
+        task_id: String,
+    },
+    /// A transcript turn whose call ended too long ago for a reply to be shown.
+    Expire(MessageRow),
+}
+
+fn job_key(job: &Job) -> String {
+    match job {
+        Job::Prelude { call_id, .. } => format!("prelude:{call_id}"),
+        Job::CallEnded { call_id, .. } => format!("call_end:{call_id}"),
+        Job::Row(r) | Job::Expire(r) => format!("row:{}", r.id),
+    }
+}
+
+/// What happened to a job.
+enum Outcome {
+    Done,
+    Retry(Option<Duration>),
+}
+
+/// The text of a transcript turn as most assistants want it: `Speaker: text`.
+pub fn transcript_text(speaker: Option<&str>, text: &str) -> String {
+    match speaker.filter(|s| !s.is_empty()) {
+        Some(sp) => format!("{sp}: {text}"),
+        None => text.to_string(),
+    }
+}
+
+pub(crate) async fn run(a: Assistants) {
+    let ctx = a.context().clone();
+    let s = a.timing();
+    let mut backoff = s.backoff_initial;
+    // Per entry: the note last written on it while retrying (to write each change once).
+    let mut notes: HashMap<String, &'static str> = HashMap::new();
+    // Per assistant session: when something was last sent to it.
+    let mut last_sent: HashMap<String, Instant> = HashMap::new();
+    loop {
+        if ctx.shutdown.is_triggered() {
+            break;
+        }
+        // Arm the wake-up before looking, so nothing slips between the scan and the wait.
+        let woken = ctx.wake.notified();
+        if !a.active().is_configured() {
+            tokio::select! {
+                _ = woken => {},
+                _ = ctx.shutdown.wait() => break,
+            }
+            continue;
+        }
+        let job = match next_job(&a).await {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::warn!(error = %e, "assistant outbox: cannot read pending deliveries; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {},
+                    _ = ctx.shutdown.wait() => break,
+                }
+                continue;
+            }
+        };
+        let Some(job) = job else {
+            tokio::select! {
+                _ = woken => {},
+                _ = ctx.shutdown.wait() => break,
+            }
+            continue;
+        };
+        let key = job_key(&job);
+        tracing::debug!(job = %key, "assistant outbox: next delivery");
+        if let Job::Row(row) = &job {
+            if let Some(at) = last_sent.get(&row.session_id) {
+                let left = s.min_session_gap.saturating_sub(at.elapsed());
+                if !left.is_zero() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(left) => {},
+                        _ = ctx.shutdown.wait() => break,
+                    }
+                }
+            }
+            last_sent.insert(row.session_id.clone(), Instant::now());
+            if last_sent.len() > 1024 {
+                let gap = s.min_session_gap;
+                last_sent.retain(|_, t| t.elapsed() < gap);
+            }
+        }
+        let outcome = tokio::select! {
+            o = run_job(&a, job, &mut notes) => o,
+            _ = ctx.shutdown.wait() => break,
+        };
+        match outcome {
+            Outcome::Done => {
+                backoff = s.backoff_initial;
+                notes.remove(&key);
+            }
+            Outcome::Retry(after) => {
+                // Retry-After is honoured (up to 5 minutes), else the backoff.
+                let wait = match after {
+                    Some(a) => a.max(backoff).min(Duration::from_secs(300)),
+                    None => backoff,
+                };
+                tracing::debug!(
+                    wait_ms = wait.as_millis() as u64,
+                    "assistant outbox: retrying later"
+                );
+                backoff = (backoff * 2).min(s.backoff_max);
+                let retry_now = ctx.retry_now.notified();
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {},
+                    _ = retry_now => { backoff = s.backoff_initial; },
+                    _ = ctx.shutdown.wait() => break,
+                }
+            }
+        }
+    }
+    tracing::debug!("assistant outbox stopped");
+}
+
+/// The oldest thing to send.
+async fn next_job(a: &Assistants) -> Result<Option<Job>, CoreError> {
+    let ctx = a.context();
+    let conversation = &ctx.conversation;
+    let rows = conversation.pending_deliveries().await?;
+    let pending_preludes: Vec<(String, String)> = ctx.with_state(|st| {
+        let mut v: Vec<_> = st
+            .preludes
+            .iter()
+            .filter(|(_, p)| p.state == PreludeState::Pending)
+            .map(|(k, p)| (p.created_ms, k.clone(), p.task_id.clone()))
+            .collect();
+        v.sort();
+        (v.into_iter().map(|(_, k, t)| (k, t)).collect(), false)
+    });
+    let pending_ends: Vec<(String, String)> = ctx.with_state(|st| {
+        let mut v: Vec<_> = st
+            .call_ends
+            .iter()
+            .filter(|(_, p)| p.state == PreludeState::Pending)
+            .map(|(k, p)| (p.created_ms, k.clone(), p.task_id.clone()))
+            .collect();
+        v.sort();
+        (v.into_iter().map(|(_, k, t)| (k, t)).collect(), false)
+    });
+    let needs_sessions = !pending_preludes.is_empty()
+        || !pending_ends.is_empty()
+        || rows.iter().any(|r| r.kind == MessageKind::Transcript);
+    let sessions = if needs_sessions {
+        conversation.sessions().await?
+    } else {
+        Vec::new()
+    };
+    let transcript_pending = |call: &str| {
+        let sid = format!("{INSIGHTS_PREFIX}{call}");
+        rows.iter().any(|r| r.session_id == sid)
+    };
+    for (call_id, task_id) in pending_preludes {
+        match sessions.iter().find(|s| s.session_id == call_id) {
+            // Not visible yet (or deleted: `session_deleted` forgets the record): wait.
+            None => continue,
+            Some(s) if s.ended_at.is_some() && !transcript_pending(&call_id) => {
+                ctx.set_prelude_state(&call_id, PreludeState::Skipped)
+            }
+            Some(s) => {
+                return Ok(Some(Job::Prelude {
+                    call_id,
+                    task_id,
+                    title: s.title.clone(),
+                }))
+            }
+        }
+    }
+    let now_ms = ctx.clock.now_ms();
+    let grace = conversation.settings().insights_grace_ms;
+    let ends_waiting: Vec<(String, String)> = pending_ends
+        .into_iter()
+        .filter(|(call_id, _)| !transcript_pending(call_id))
+        .collect();
+    for row in rows {
+        match row.kind {
+            MessageKind::User => return Ok(Some(Job::Row(row))),
+            MessageKind::Transcript => {
+                let call_id = row
+                    .session_id
+                    .strip_prefix(INSIGHTS_PREFIX)
+                    .unwrap_or_default()
+                    .to_string();
+                let Some(call) = sessions.iter().find(|s| s.session_id == call_id) else {
+                    continue; // deleted: its rows go with it
+                };
+                if ctx.ensure_prelude(&call_id) {
+                    let task_id = ctx.with_state(|st| {
+                        (
+                            st.preludes
+                                .get(&call_id)
+                                .map(|p| p.task_id.clone())
+                                .unwrap_or_default(),
+                            false,
+                        )
+                    });
+                    return Ok(Some(Job::Prelude {
+                        call_id,
+                        task_id,
+                        title: call.title.clone(),
+                    }));
+                }
+                let ended_long_ago = call
+                    .ended_at
+                    .as_deref()
+                    .and_then(crate::protocol::parse_rfc3339)
+                    .is_some_and(|t| t.timestamp_millis() + grace < now_ms);
+                if ended_long_ago {
+                    return Ok(Some(Job::Expire(row)));
+                }
+                return Ok(Some(Job::Row(row)));
+            }
+            _ => continue,
+        }
+    }
+    // "The call ended" goes after the call's prelude and every stored turn were settled.
+    for (call_id, task_id) in ends_waiting {
+        if sessions.iter().all(|s| s.session_id != call_id) {
+            ctx.set_call_end_state(&call_id, PreludeState::Skipped); // deleted
+            continue;
+        }
+        let prelude_pending = ctx.with_state(|st| {
+            let p = st
+                .preludes
+                .get(&call_id)
+                .is_some_and(|p| p.state == PreludeState::Pending);
+            (p, false)
+        });
+        if prelude_pending {
+            continue;
+        }
+        return Ok(Some(Job::CallEnded { call_id, task_id }));
+    }
+    Ok(None)
+}
+
+async fn run_job(a: &Assistants, job: Job, notes: &mut HashMap<String, &'static str>) -> Outcome {
+    let ctx = a.context();
+    match job {
+        Job::Prelude {
+            call_id,
+            task_id,
+            title,
+        } => {
+            let entry = Outgoing::Prelude {
+                session_id: format!("{INSIGHTS_PREFIX}{call_id}"),
+                call_id: call_id.clone(),
+                task_id,
+                title,
+            };
+            let kind = a.active();
+            match kind.deliver(&entry).await {
+                Attempt::Delivered(_) | Attempt::Duplicate => {
+                    ctx.set_prelude_state(&call_id, PreludeState::Sent);
+                    Outcome::Done
+                }
+                Attempt::RetryAfter { after, .. } => Outcome::Retry(after),
+                Attempt::Failed { code, message } => {
+                    tracing::warn!(call_id = %call_id, code, %message, kind = kind.kind(), "the call's prelude was refused; its transcript is sent without it");
+                    ctx.set_prelude_state(&call_id, PreludeState::Failed);
+                    Outcome::Done
+                }
+            }
+        }
+        Job::CallEnded { call_id, task_id } => {
+            let entry = Outgoing::CallEnded {
+                session_id: format!("{INSIGHTS_PREFIX}{call_id}"),
+                call_id: call_id.clone(),
+                task_id,
+            };
+            let kind = a.active();
+            match kind.deliver(&entry).await {
+                Attempt::Delivered(_) | Attempt::Duplicate => {
+                    ctx.set_call_end_state(&call_id, PreludeState::Sent);
+                    Outcome::Done
+                }
+                Attempt::RetryAfter { after, .. } => Outcome::Retry(after),
+                Attempt::Failed { code, message } => {
+                    tracing::warn!(call_id = %call_id, code, %message, kind = kind.kind(), "the end of the call was not delivered");
+                    ctx.set_call_end_state(&call_id, PreludeState::Failed);
+                    Outcome::Done
+                }
+            }
+        }
+        Job::Expire(row) => {
+            let msg = format!(
+                "Not sent: the call ended more than {} s before the assistant could be reached.",
+                ctx.conversation.settings().insights_grace_ms / 1000
+            );
+            match ctx
+                .conversation
+                .set_delivery(
+                    row.id,
+                    DeliveryUpdate {
+                        state: DeliveryState::Failed,
+                        task_id: None,
+                        error: Some(("call_ended".into(), msg)),
+                    },
+                )
+                .await
+            {
+                Ok(()) | Err(CoreError::MessageNotFound) => Outcome::Done,
+                Err(e) => storage_retry(e),
+            }
+        }
+        Job::Row(row) => deliver_row(a, row, notes).await,
+    }
+}
+
+async fn deliver_row(
+    a: &Assistants,
+    row: MessageRow,
+    notes: &mut HashMap<String, &'static str>,
+) -> Outcome {
+    let conversation = &a.context().conversation;
+    // The task id first: on disk before the assistant can see it.
+    let task_id = match row.task_id.clone() {
+        Some(t) => t,
+        None => {
+            let t = uuid::Uuid::new_v4().to_string();
+            if let Err(e) = conversation
+                .set_delivery(
+                    row.id,
+                    DeliveryUpdate {
+                        state: DeliveryState::Pending,
+                        task_id: Some(t.clone()),
+                        error: None,
+                    },
+                )
+                .await
+            {
+                return match e {
+                    CoreError::MessageNotFound => Outcome::Done,
+                    e => storage_retry(e),
+                };
+            }
+            t
+        }
+    };
+    let occurred_at = row.occurred_at.clone().unwrap_or(row.received_at.clone());
+    let entry = match row.kind {
+        MessageKind::User => Outgoing::UserMessage {
+            task_id: task_id.clone(),
+            session_id: row.session_id.clone(),
+            text: row.text.clone(),
+            user_message_id: row.message_id.clone(),
+            occurred_at,
+        },
+        _ => Outgoing::TranscriptTurn {
+            task_id: task_id.clone(),
+            call_id: row
+                .session_id
+                .strip_prefix(INSIGHTS_PREFIX)
+                .unwrap_or(&row.session_id)
+                .to_string(),
+            session_id: row.session_id.clone(),
+            speaker: row.speaker.clone(),
+            text: row.text.clone(),
+            occurred_at,
+        },
+    };
+    let kind = a.active();
+    match kind.deliver(&entry).await {
+        attempt @ (Attempt::Delivered(_) | Attempt::Duplicate) => {
+            let how = match attempt {
+                Attempt::Delivered(how) => how,
+                _ => "duplicate",
+            };
+            tracing::info!(row = row.id, task_id = %task_id, session_id = %row.session_id, kind = kind.kind(), how, "delivered to the assistant");
+            if let Err(e) = conversation
+                .set_delivery(
+                    row.id,
+                    DeliveryUpdate {
+                        state: DeliveryState::Sent,
+                        task_id: Some(task_id),
+                        error: None,
+                    },
+                )
+                .await
+            {
+                if e != CoreError::MessageNotFound {
+                    // Sent but not recorded: the next attempt reuses the task id and the
+                    // assistant sees a duplicate.
+                    return storage_retry(e);
+                }
+            }
+            Outcome::Done
+        }
+        Attempt::RetryAfter {
+            code,
+            message,
+            after,
+        } => {
+            let key = format!("row:{}", row.id);
+            if notes.get(&key) != Some(&code) {
+                notes.insert(key, code);
+                let note = format!("Not delivered yet: {message}");
+                let _ = conversation
+                    .set_delivery(
+                        row.id,
+                        DeliveryUpdate {
+                            state: DeliveryState::Pending,
+                            task_id: Some(task_id.clone()),
+                            error: Some((code.to_string(), note)),
+                        },
+                    )
+                    .await;
+            }
+            Outcome::Retry(after)
+        }
+        Attempt::Failed { code, message } => {
+            tracing::warn!(row = row.id, task_id = %task_id, session_id = %row.session_id, kind = kind.kind(), code, %message, "delivery failed");
+            match conversation
+                .set_delivery(
+                    row.id,
+                    DeliveryUpdate {
+                        state: DeliveryState::Failed,
+                        task_id: Some(task_id),
+                        error: Some((code.to_string(), message)),
+                    },
+                )
+                .await
+            {
+                Ok(()) | Err(CoreError::MessageNotFound) => Outcome::Done,
+                Err(e) => storage_retry(e),
+            }
+        }
+    }
+}
+
+fn storage_retry(e: CoreError) -> Outcome {
+    tracing::warn!(error = %e, "assistant outbox: cannot record a delivery state; retrying");
+    Outcome::Retry(Some(Duration::from_secs(1)))
+}
+
+/// Follows the conversation's event log: wakes the outbox for new outgoing entries, queues a
+/// call's prelude when it starts, forgets deleted sessions.
+pub(crate) async fn watch_conversation(a: Assistants, cursor: i64) {
+    let ctx = a.context().clone();
+    let store = ctx.conversation.store().clone();
+    let mut sub = ctx.conversation.hub().subscribe(store, cursor);
+    loop {
+        let e = tokio::select! {
+            e = sub.next() => e,
+            _ = ctx.shutdown.wait() => break,
+        };
+        let e = match e {
+            Ok(e) => e,
+            Err(err) => {
+                tracing::warn!(error = %err, "assistant outbox: event log read failed; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        match e.event_type.as_str() {
+            "message_added" | "message_updated"
+                if e.json.contains("\"kind\":\"user\"")
+                    && e.json.contains("\"delivery\":\"pending\"") =>
+            {
+                ctx.wake_outbox();
+            }
+            "transcript_added" => ctx.wake_outbox(),
+            "session_created" => {
+                let v: Value = serde_json::from_str(&e.json).unwrap_or_default();
+                if v["session"]["is_call"] == true && a.is_configured() {
+                    if let Some(id) = v["session_id"].as_str() {
+                        if ctx.ensure_prelude(id) {
+                            ctx.wake_outbox();
+                        }
+                    }
+                }
+            }
+            "session_updated" => {
+                let v: Value = serde_json::from_str(&e.json).unwrap_or_default();
+                let s = &v["session"];
+                if s["is_call"] == true && !s["ended_at"].is_null() && a.is_configured() {
+                    if let Some(id) = v["session_id"].as_str() {
+                        if ctx.ensure_call_end(id) {
+                            ctx.wake_outbox();
+                        }
+                    }
+                }
+            }
+            "session_deleted" => {
+                let v: Value = serde_json::from_str(&e.json).unwrap_or_default();
+                if let Some(id) = v["session_id"].as_str() {
+                    ctx.with_state(|st| {
+                        let a = st.preludes.remove(id).is_some();
+                        let b = st.call_ends.remove(id).is_some();
+                        ((), a || b)
+                    });
+                    for k in a.all_kinds() {
+                        k.session_deleted(id);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}

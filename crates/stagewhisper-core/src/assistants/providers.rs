@@ -1,0 +1,349 @@
+//! The provider registry (data only): every assistant kind, and every real peer each kind
+//! serves, with how to install and set it up, the peer versions StageWhisper is tested with
+//! and the versions known to be bad. `GET /api/providers` serves it; Settings → Assistant is
+//! built from it.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// An assistant kind (a transport).
+#[derive(Debug, Clone, Serialize)]
+pub struct KindInfo {
+    pub id: &'static str,
+    pub name: &'static str,
+    /// Plain words: how the app reaches the assistant.
+    pub description: &'static str,
+    /// Implemented in this version (the UI shows the others as coming, not selectable).
+    pub available: bool,
+}
+
+/// A peer version StageWhisper is tested with.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tested {
+    /// The package (or program) the version is of.
+    pub package: &'static str,
+    /// The exact version tested.
+    pub version: &'static str,
+    /// Versions treated as tested: this prefix (`0.43.` = any 0.43 patch release).
+    pub series: &'static str,
+}
+
+/// A version known not to work, with what goes wrong.
+#[derive(Debug, Clone, Serialize)]
+pub struct KnownBad {
+    pub package: &'static str,
+    /// A version prefix (`2026.9.` = every 2026.9 release).
+    pub versions: &'static str,
+    pub warning: &'static str,
+}
+
+/// One real peer served by a kind.
+#[derive(Debug, Clone, Serialize)]
+pub struct Provider {
+    pub id: &'static str,
+    pub kind: &'static str,
+    pub name: &'static str,
+    pub available: bool,
+    /// A command to run on the assistant's machine.
+    pub install: &'static str,
+    /// Set-up / pairing steps, plain sentences in order.
+    pub setup: &'static [&'static str],
+    pub tested_with: &'static [Tested],
+    pub known_bad: &'static [KnownBad],
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Registry {
+    pub kinds: Vec<KindInfo>,
+    pub providers: Vec<Provider>,
+}
+
+const HERMES_AGENT: Tested = Tested {
+    package: "hermes-agent",
+    version: "0.19.0",
+    series: "0.19.",
+};
+
+static PROVIDERS: &[Provider] = &[
+    Provider {
+        id: "hermes-adapter",
+        kind: "incoming",
+        name: "Hermes Agent (StageWhisper adapter)",
+        available: true,
+        install: "pip install 'hermes-agent>=0.19,<0.20' 'hermes-platform-stagewhisper>=0.43,<0.44' && stagewhisper-hermes-install",
+        setup: &[
+            "Install the adapter next to Hermes Agent, then run stagewhisper-hermes-install to add the plugin.",
+            "Enable the plugin in the Hermes config: plugins: {enabled: [stagewhisper]}.",
+            "In Hermes' .env set STAGEWHISPER_RELAY_TOKEN to a random token of at least 32 characters, STAGEWHISPER_LISTEN_PORT to a free port, and STAGEWHISPER_ALLOW_ALL_USERS=1.",
+            "Start it with: hermes gateway run.",
+            "Here, enter http://127.0.0.1:<port> as the base URL and the same relay token, then save.",
+        ],
+        tested_with: &[
+            Tested {
+                package: "hermes-platform-stagewhisper",
+                version: "0.43.0",
+                series: "0.43.",
+            },
+            HERMES_AGENT,
+        ],
+        known_bad: &[],
+    },
+    Provider {
+        id: "openclaw-channel-http",
+        kind: "incoming",
+        name: "OpenClaw (StageWhisper channel, http transport)",
+        available: true,
+        install: "openclaw plugins install @stagewhisper/stagewhisper@0.64.0",
+        setup: &[
+            "Install the StageWhisper channel plugin into OpenClaw.",
+            "In the OpenClaw config set plugins.entries.stagewhisper.config to {transport: \"http\", httpHost: \"127.0.0.1\", httpPort: <a free port>, httpToken: <a token of at least 16 characters>}.",
+            "Also set channels.stagewhisper (apiBaseUrl, integrationId, relayToken): without it the listener never starts.",
+            "Here, enter http://127.0.0.1:<httpPort> as the base URL and the httpToken as the relay token, then save.",
+        ],
+        tested_with: &[
+            Tested {
+                package: "@stagewhisper/stagewhisper",
+                version: "0.64.0",
+                series: "0.64.",
+            },
+            Tested {
+                package: "openclaw",
+                version: "2026.3.23",
+                series: "2026.3.23",
+            },
+        ],
+        known_bad: &[KnownBad {
+            package: "openclaw",
+            versions: "2026.9.",
+            warning: "With OpenClaw 2026.9.x the channel's http transport accepts every message but every task ends in an error and no reply arrives. Use OpenClaw 2026.3.23.",
+        }],
+    },
+    Provider {
+        id: "hermes-byo-plugin",
+        kind: "byo",
+        name: "Hermes Agent (StageWhisper BYO relay plugin)",
+        available: false,
+        install: "pip install 'hermes-agent>=0.19,<0.20' 'hermes-plugin-stagewhisper>=0.29,<0.30'",
+        setup: &[
+            "Install the BYO relay plugin next to Hermes Agent.",
+            "Here, create a pairing code; in the plugin, pair with that code and this app's callback URL.",
+            "The plugin then keeps a job stream open to this app; messages are end-to-end encrypted.",
+        ],
+        tested_with: &[
+            Tested {
+                package: "hermes-plugin-stagewhisper",
+                version: "0.29.0",
+                series: "0.29.",
+            },
+            HERMES_AGENT,
+        ],
+        known_bad: &[],
+    },
+    Provider {
+        id: "openclaw-channel-sse",
+        kind: "byo",
+        name: "OpenClaw (StageWhisper channel, sse transport)",
+        available: false,
+        install: "openclaw plugins install @stagewhisper/stagewhisper@0.64.0",
+        setup: &[
+            "Install the StageWhisper channel plugin into OpenClaw.",
+            "Set plugins.entries.stagewhisper.config.transport to \"sse\" and channels.stagewhisper.apiBaseUrl to this app's callback URL.",
+            "Here, create a pairing code and enter it in channels.stagewhisper.",
+        ],
+        tested_with: &[Tested {
+            package: "@stagewhisper/stagewhisper",
+            version: "0.64.0",
+            series: "0.64.",
+        }],
+        known_bad: &[],
+    },
+    Provider {
+        id: "openclaw-gateway",
+        kind: "openclaw-gateway",
+        name: "OpenClaw Gateway",
+        available: false,
+        install: "npm install -g openclaw@2026.9.6",
+        setup: &[
+            "Start the gateway: openclaw gateway.",
+            "Here, enter the gateway's WebSocket URL and token.",
+            "A device on another machine must be approved once on the gateway: openclaw devices approve.",
+        ],
+        tested_with: &[Tested {
+            package: "openclaw",
+            version: "2026.9.6 (gateway protocol 4)",
+            series: "2026.9.",
+        }],
+        known_bad: &[],
+    },
+    Provider {
+        id: "clawborrator",
+        kind: "clawborrator",
+        name: "clawborrator hub",
+        available: false,
+        install: "",
+        setup: &[
+            "Enter the hub's URL and your operator token; the app connects to the hub's operator surface.",
+        ],
+        tested_with: &[],
+        known_bad: &[],
+    },
+];
+
+static KINDS: &[KindInfo] = &[
+    KindInfo {
+        id: "incoming",
+        name: "Direct relay",
+        description: "This app sends to the assistant's POST /v1/incoming; the assistant posts replies to this app's callback URL.",
+        available: true,
+    },
+    KindInfo {
+        id: "byo",
+        name: "BYO relay",
+        description: "The assistant's plugin pairs with this app and calls the relay API this app serves on its callback URL.",
+        available: false,
+    },
+    KindInfo {
+        id: "openclaw-gateway",
+        name: "OpenClaw Gateway",
+        description: "This app connects to the OpenClaw Gateway over WebSocket.",
+        available: false,
+    },
+    KindInfo {
+        id: "clawborrator",
+        name: "clawborrator hub",
+        description: "This app connects to a clawborrator hub over WebSocket.",
+        available: false,
+    },
+];
+
+/// The static registry (`available` as implemented in this version).
+pub fn registry() -> Registry {
+    Registry {
+        kinds: KINDS.to_vec(),
+        providers: PROVIDERS.to_vec(),
+    }
+}
+
+/// A provider descriptor by id.
+pub fn provider(id: &str) -> Option<&'static Provider> {
+    PROVIDERS.iter().find(|p| p.id == id)
+}
+
+/// The registry as served: `available` is true exactly for the kinds registered in this app;
+/// a registered kind the registry does not describe is listed with its id as its name.
+pub fn for_registered(registered: &[&str], active: &str) -> Value {
+    let r = registry();
+    let mut kinds: Vec<Value> = r
+        .kinds
+        .iter()
+        .map(|k| {
+            let mut v = serde_json::to_value(k).expect("serializable");
+            v["available"] = json!(registered.contains(&k.id));
+            v
+        })
+        .collect();
+    for id in registered {
+        if !r.kinds.iter().any(|k| k.id == *id) {
+            kinds.push(json!({"id": id, "name": id, "description": "", "available": true}));
+        }
+    }
+    let providers: Vec<Value> = r
+        .providers
+        .iter()
+        .map(|p| {
+            let mut v = serde_json::to_value(p).expect("serializable");
+            v["available"] = json!(registered.contains(&p.kind));
+            v
+        })
+        .collect();
+    json!({"active_kind": active, "kinds": kinds, "providers": providers})
+}
+
+/// A plain-words warning when `version` of `package` (as the peer reports it) is not one
+/// StageWhisper is tested with, or is known to be bad. `None` when it is tested.
+pub fn version_warning(provider_id: &str, package: &str, version: &str) -> Option<String> {
+    let p = provider(provider_id)?;
+    let version = version.trim().trim_start_matches('v');
+    if let Some(bad) = p
+        .known_bad
+        .iter()
+        .find(|b| b.package == package && version.starts_with(b.versions))
+    {
+        return Some(format!("{package} {version}: {}", bad.warning));
+    }
+    let tested = p.tested_with.iter().find(|t| t.package == package)?;
+    if version.starts_with(tested.series) {
+        return None;
+    }
+    Some(format!(
+        "{} reports {package} {version}, which StageWhisper is not tested with (tested: {}). \
+         It may work; if replies go missing or arrive twice, install {package} {}.",
+        p.name, tested.version, tested.version
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_provider_has_a_described_kind_and_set_up_steps() {
+        let r = registry();
+        for p in &r.providers {
+            let k = r.kinds.iter().find(|k| k.id == p.kind).expect(p.id);
+            assert_eq!(p.available, k.available, "{}", p.id);
+            assert!(!p.setup.is_empty(), "{}", p.id);
+        }
+        let ids: Vec<_> = r.providers.iter().map(|p| p.id).collect();
+        let mut dedup = ids.clone();
+        dedup.dedup();
+        assert_eq!(ids, dedup);
+        assert_eq!(
+            r.kinds
+                .iter()
+                .filter(|k| k.available)
+                .map(|k| k.id)
+                .collect::<Vec<_>>(),
+            ["incoming"]
+        );
+    }
+
+    #[test]
+    fn versions_are_compared_with_the_descriptor() {
+        assert_eq!(
+            version_warning("hermes-adapter", "hermes-platform-stagewhisper", "0.43.0"),
+            None
+        );
+        assert_eq!(
+            version_warning("hermes-adapter", "hermes-platform-stagewhisper", "0.43.7"),
+            None
+        );
+        let w =
+            version_warning("hermes-adapter", "hermes-platform-stagewhisper", "0.44.1").unwrap();
+        assert!(w.contains("0.44.1") && w.contains("0.43.0"), "{w}");
+        let w = version_warning("openclaw-channel-http", "openclaw", "2026.9.6").unwrap();
+        assert!(w.contains("errored") || w.contains("error"), "{w}");
+        assert_eq!(
+            version_warning("openclaw-channel-http", "openclaw", "2026.3.23"),
+            None
+        );
+        assert_eq!(version_warning("nope", "x", "1"), None);
+    }
+
+    #[test]
+    fn served_registry_marks_registered_kinds_available() {
+        let v = for_registered(&["incoming", "toy"], "toy");
+        assert_eq!(v["active_kind"], "toy");
+        let kinds = v["kinds"].as_array().unwrap();
+        assert!(kinds
+            .iter()
+            .any(|k| k["id"] == "toy" && k["available"] == true));
+        assert!(kinds
+            .iter()
+            .any(|k| k["id"] == "byo" && k["available"] == false));
+        let ps = v["providers"].as_array().unwrap();
+        let hermes = ps.iter().find(|p| p["id"] == "hermes-adapter").unwrap();
+        assert_eq!(hermes["available"], true);
+        assert_eq!(hermes["tested_with"][0]["version"], "0.43.0");
+    }
+}

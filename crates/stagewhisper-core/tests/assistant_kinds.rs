@@ -1,0 +1,535 @@
+//! The set of assistant kinds is open: a toy kind, registered here in the test only, converses
+//! through the trait with no change to the conversation rules — switched to over the control
+//! API, fed by the generic outbox (a failed first attempt retried under the same task id), its
+//! reply submitted through the context like a callback. It also serves a route on the callback
+//! listener, which gets the listener's Host check and body limit, and 404 while inactive.
+
+use bytes::Bytes;
+use hyper::{Method, StatusCode};
+use serde_json::{json, Value};
+use stagewhisper_core::assistants::{
+    AssistantContext, AssistantKind, Attempt, BoxFuture, CallbackRoutes, KindError, Outgoing,
+};
+use stagewhisper_core::http::{self as swhttp, Resp};
+use stagewhisper_core::links::LinkSettings;
+use stagewhisper_core::protocol::{Callback, Status};
+use stagewhisper_core::{App, Config};
+use std::future::Future;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const WAIT: Duration = Duration::from_secs(10);
+const TOY_KEY: &str = "toy-key-0123456789";
+
+/// What the toy kind saw: every attempt, in order.
+type Seen = Arc<Mutex<Vec<Outgoing>>>;
+
+struct Toy {
+    ctx: Arc<AssistantContext>,
+    settings: Mutex<Option<Value>>,
+    seen: Seen,
+    /// Attempts to refuse (retry after) before accepting, per task id.
+    refuse_first: usize,
+}
+
+impl Toy {
+    fn status_word(&self) -> &'static str {
+        if self.settings.lock().unwrap().is_some() {
+            "online"
+        } else {
+            "not_configured"
+        }
+    }
+}
+
+impl AssistantKind for Toy {
+    fn kind(&self) -> &'static str {
+        "toy"
+    }
+
+    fn configure<'a>(&'a self, settings: &'a Value) -> BoxFuture<'a, Result<(), KindError>> {
+        Box::pin(async move {
+            let Some(name) = settings["name"].as_str() else {
+                return Err(KindError::bad("missing_field", "`name` is required"));
+            };
+            let saved = json!({"name": name, "secret": TOY_KEY});
+            self.ctx.save_settings("toy", &saved)?;
+            *self.settings.lock().unwrap() = Some(saved);
+            Ok(())
+        })
+    }
+
+    fn status(&self) -> Value {
+        let s = self.settings.lock().unwrap().clone();
+        json!({
+            "status": self.status_word(),
+            "detail": if s.is_some() { "The toy is listening." } else { "Name the toy." },
+            "toy_name": s.as_ref().map(|s| s["name"].clone()),
+        })
+    }
+
+    fn is_configured(&self) -> bool {
+        self.settings.lock().unwrap().is_some()
+    }
+
+    fn remove(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.ctx.remove_settings("toy");
+            *self.settings.lock().unwrap() = None;
+        })
+    }
+
+    fn check(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
+    fn deliver<'a>(&'a self, entry: &'a Outgoing) -> BoxFuture<'a, Attempt> {
+        Box::pin(async move {
+            let attempts = {
+                let mut seen = self.seen.lock().unwrap();
+                seen.push(entry.clone());
+                seen.iter()
+                    .filter(|e| e.task_id() == entry.task_id())
+                    .count()
+            };
+            if attempts <= self.refuse_first {
+                return Attempt::RetryAfter {
+                    code: "toy_busy",
+                    message: "The toy is busy.".into(),
+                    after: Some(Duration::from_millis(20)),
+                };
+            }
+            if let Outgoing::UserMessage {
+                task_id,
+                session_id,
+                text,
+                user_message_id,
+                ..
+            } = entry
+            {
+                // The reply goes in through the one entry point, like a callback would.
+                let ctx = self.ctx.clone();
+                let cb = Callback {
+                    task_id: task_id.clone(),
+                    session_id: session_id.clone(),
+                    status: Status::Message,
+                    message_id: Some(format!("toy-{task_id}")),
+                    user_message_id: user_message_id.clone(),
+                    reply_text: Some(format!("toy says: {text}")),
+                    label: None,
+                    error_code: None,
+                    error_message: None,
+                    occurred_at: None,
+                    chunk: None,
+                };
+                tokio::spawn(async move {
+                    ctx.submit(cb).await.expect("reply stored");
+                });
+            }
+            Attempt::Delivered("accepted")
+        })
+    }
+
+    fn callback_routes(&self) -> Option<Arc<dyn CallbackRoutes>> {
+        Some(Arc::new(ToyRoutes))
+    }
+}
+
+struct ToyRoutes;
+
+impl CallbackRoutes for ToyRoutes {
+    fn prefixes(&self) -> Vec<&'static str> {
+        vec!["/api/v1/toy/"]
+    }
+
+    fn handle(&self, parts: hyper::http::request::Parts, body: Bytes) -> BoxFuture<'_, Resp> {
+        Box::pin(async move {
+            // The kind's own authentication (not the callback token).
+            let key = parts.headers.get("x-toy-key").and_then(|v| v.to_str().ok());
+            if key != Some(TOY_KEY) {
+                return swhttp::error(StatusCode::UNAUTHORIZED, "toy_unauthorized", "no key");
+            }
+            swhttp::json_response(
+                StatusCode::OK,
+                &json!({"path": parts.uri.path(), "len": body.len()}),
+            )
+        })
+    }
+}
+
+fn fast_link() -> LinkSettings {
+    LinkSettings {
+        connect_timeout: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(2),
+        backoff_initial: Duration::from_millis(50),
+        backoff_max: Duration::from_millis(300),
+        probe_interval: Duration::from_secs(1),
+        probe_retry: Duration::from_millis(100),
+        events_idle: Duration::from_secs(60),
+        min_session_gap: Duration::from_millis(10),
+    }
+}
+
+async fn start_app(dir: &Path, seen: Seen, refuse_first: usize) -> App {
+    let mut c = Config::new(dir.to_path_buf());
+    c.link = fast_link();
+    c.extra_kinds
+        .push(Box::new(move |ctx: Arc<AssistantContext>| {
+            let saved = ctx.load_settings("toy");
+            Arc::new(Toy {
+                ctx,
+                settings: Mutex::new(saved),
+                seen,
+                refuse_first,
+            }) as Arc<dyn AssistantKind>
+        }));
+    App::start(c).await.expect("app starts")
+}
+
+async fn api(app: &App, method: Method, path: &str, body: Value) -> (StatusCode, Value) {
+    let b = if body.is_null() {
+        Vec::new()
+    } else {
+        serde_json::to_vec(&body).unwrap()
+    };
+    app.api.dispatch(&method, path, &b).await
+}
+
+async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("sw-kinds-test-")
+        .tempdir()
+        .unwrap()
+}
+
+/// One raw HTTP/1.1 exchange with the callback listener (to control the Host header).
+async fn raw(app: &App, host: &str, head: &str, body: &[u8]) -> (u16, Value) {
+    let addr = app.callback_url.trim_start_matches("http://").to_string();
+    let s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut rd, mut wr) = s.into_split();
+    let mut req = format!("{head}\r\nHost: {host}\r\nConnection: close\r\n\r\n").into_bytes();
+    req.extend_from_slice(body);
+    // Written concurrently: the listener may answer (and close) before the whole body is read.
+    let writer = tokio::spawn(async move {
+        let _ = wr.write_all(&req).await;
+        wr
+    });
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(WAIT, rd.read_to_end(&mut out)).await;
+    writer.abort();
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status: u16 = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let json = text
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_kind_converses_through_the_trait_with_no_change_to_the_rules() {
+    let dir = tmp();
+    let seen: Seen = Arc::default();
+    let app = start_app(dir.path(), seen.clone(), 1).await;
+
+    // Today's default: incoming, and absent `kind` still means incoming.
+    let (s, v) = api(&app, Method::GET, "/api/assistant", Value::Null).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["kind"], "incoming");
+    assert_eq!(v["status"], "not_configured");
+    let (s, v) = api(&app, Method::GET, "/api/providers", Value::Null).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["active_kind"], "incoming");
+    let toy = v["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["id"] == "toy")
+        .cloned();
+    assert_eq!(toy.unwrap()["available"], true, "{v}");
+
+    // Save incoming settings first: switching away and back keeps them.
+    let (s, v) = api(
+        &app,
+        Method::PUT,
+        "/api/assistant",
+        json!({"base_url": "http://127.0.0.1:9", "relay_token": "r".repeat(32)}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["kind"], "incoming");
+
+    // The toy validates its own settings.
+    let (s, v) = api(&app, Method::PUT, "/api/assistant", json!({"kind": "toy"})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(v["error"], "missing_field");
+    let (s, v) = api(
+        &app,
+        Method::PUT,
+        "/api/assistant",
+        json!({"kind": "toy", "name": "Tom"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["kind"], "toy");
+    assert_eq!(v["status"], "online");
+    assert_eq!(v["toy_name"], "Tom");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("assistants").join("toy.json"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    // A user message goes through the generic outbox to the toy, which replies.
+    let (s, v) = api(&app, Method::POST, "/api/sessions", json!({})).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let session = v["session_id"].as_str().unwrap().to_string();
+    let (s, m) = api(
+        &app,
+        Method::POST,
+        &format!("/api/sessions/{session}/messages"),
+        json!({"text": "hello"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{m}");
+    let messages = eventually("the toy's reply", || async {
+        let (_, v) = api(
+            &app,
+            Method::GET,
+            &format!("/api/sessions/{session}/messages"),
+            Value::Null,
+        )
+        .await;
+        let list = v.as_array().cloned().unwrap_or_default();
+        list.iter()
+            .any(|m| m["kind"] == "assistant" && m["text"] == "toy says: hello")
+            .then_some(list)
+    })
+    .await;
+    let user = messages.iter().find(|m| m["kind"] == "user").unwrap();
+    assert_eq!(user["delivery"], "sent", "{user}");
+    let attempts = seen.lock().unwrap().clone();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    // The refused first attempt and the retry carry the same, recorded task id.
+    assert_eq!(attempts[0], attempts[1]);
+    assert_eq!(
+        attempts[0].task_id(),
+        user["task_id"].as_str().unwrap(),
+        "the task id recorded on the message"
+    );
+    match &attempts[0] {
+        Outgoing::UserMessage {
+            session_id, text, ..
+        } => {
+            assert_eq!(session_id, &session);
+            assert_eq!(text, "hello");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // A call: its prelude, then each final transcript turn, then "the call ended", in order.
+    let (s, v) = api(&app, Method::POST, "/api/calls", json!({"title": "Acme"})).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let call = v["session_id"].as_str().unwrap().to_string();
+    let (s, v) = api(
+        &app,
+        Method::POST,
+        &format!("/api/calls/{call}/transcript"),
+        json!({"speaker": "Ana", "text": "We need it by Friday."}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let (s, v) = api(
+        &app,
+        Method::POST,
+        &format!("/api/calls/{call}/end"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let call_entries = eventually("the call's entries", || async {
+        let seen = seen.lock().unwrap().clone();
+        let mine: Vec<Outgoing> = seen
+            .into_iter()
+            .filter(|e| e.session_id() == format!("insights:{call}"))
+            .collect();
+        let ended = mine
+            .iter()
+            .filter(|e| matches!(e, Outgoing::CallEnded { .. }))
+            .count();
+        (ended == 2).then_some(mine)
+    })
+    .await;
+    let order: Vec<&str> = call_entries
+        .iter()
+        .map(|e| match e {
+            Outgoing::Prelude { title, .. } => {
+                assert_eq!(title.as_deref(), Some("Acme"));
+                "prelude"
+            }
+            Outgoing::TranscriptTurn { speaker, text, .. } => {
+                assert_eq!(
+                    (speaker.as_deref(), text.as_str()),
+                    (Some("Ana"), "We need it by Friday.")
+                );
+                "turn"
+            }
+            Outgoing::CallEnded { .. } => "ended",
+            Outgoing::UserMessage { .. } => "user",
+        })
+        .collect();
+    // Each first attempt is refused once and retried under the same task id.
+    assert_eq!(
+        order,
+        ["prelude", "prelude", "turn", "turn", "ended", "ended"],
+        "{call_entries:?}"
+    );
+    for pair in call_entries.chunks(2) {
+        assert_eq!(pair[0], pair[1]);
+    }
+
+    // Back to incoming with only `kind`: its saved settings are still there; so are the toy's.
+    let (s, v) = api(
+        &app,
+        Method::PUT,
+        "/api/assistant",
+        json!({"kind": "incoming"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["kind"], "incoming");
+    assert_eq!(v["base_url"], "http://127.0.0.1:9");
+    let (s, v) = api(&app, Method::PUT, "/api/assistant", json!({"kind": "toy"})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["toy_name"], "Tom");
+
+    // Unknown and not-yet-available kinds are refused with stable codes.
+    let (s, v) = api(
+        &app,
+        Method::PUT,
+        "/api/assistant",
+        json!({"kind": "carrier-pigeon"}),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"].clone()),
+        (StatusCode::BAD_REQUEST, json!("unknown_kind"))
+    );
+    let (s, v) = api(&app, Method::PUT, "/api/assistant", json!({"kind": "byo"})).await;
+    assert_eq!(
+        (s, v["error"].clone()),
+        (StatusCode::BAD_REQUEST, json!("kind_not_available"))
+    );
+    let (_, v) = api(&app, Method::GET, "/api/assistant", Value::Null).await;
+    assert_eq!(v["kind"], "toy", "a refused switch changes nothing");
+
+    // The active kind and its settings survive a restart.
+    app.shutdown().await;
+    let app = start_app(dir.path(), Arc::default(), 0).await;
+    let (_, v) = api(&app, Method::GET, "/api/assistant", Value::Null).await;
+    assert_eq!(v["kind"], "toy");
+    assert_eq!(v["toy_name"], "Tom");
+    let (_, v) = api(&app, Method::DELETE, "/api/assistant", Value::Null).await;
+    assert_eq!(v["kind"], "toy");
+    assert_eq!(v["status"], "not_configured");
+    assert!(!dir.path().join("assistants").join("toy.json").exists());
+    app.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kinds_routes_get_the_listeners_host_check_and_limits_and_404_while_inactive() {
+    let dir = tmp();
+    let app = start_app(dir.path(), Arc::default(), 0).await;
+    let host = app.callback_url.trim_start_matches("http://").to_string();
+    let echo = "POST /api/v1/toy/echo HTTP/1.1\r\nContent-Type: text/plain";
+
+    // Not active: the route does not exist.
+    let head = format!("{echo}\r\nX-Toy-Key: {TOY_KEY}\r\nContent-Length: 2");
+    let (s, v) = raw(&app, &host, &head, b"hi").await;
+    assert_eq!((s, v["error"].clone()), (404, json!("not_found")), "{v}");
+
+    let (s, v) = api(
+        &app,
+        Method::PUT,
+        "/api/assistant",
+        json!({"kind": "toy", "name": "Tom"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+
+    // Active: served, with the kind's own auth and no callback bearer token.
+    let (s, v) = raw(&app, &host, &head, b"hi").await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v, json!({"path": "/api/v1/toy/echo", "len": 2}));
+    let (s, v) = raw(&app, &host, &format!("{echo}\r\nContent-Length: 2"), b"hi").await;
+    assert_eq!((s, v["error"].clone()), (401, json!("toy_unauthorized")));
+
+    // The listener's Host check applies first.
+    let (s, v) = raw(&app, "evil.example:80", &head, b"hi").await;
+    assert_eq!((s, v["error"].clone()), (403, json!("bad_host")), "{v}");
+
+    // The body limit applies: declared, and actually sent (chunked).
+    let big = 1024 * 1024 + 1;
+    let declared = format!("{echo}\r\nX-Toy-Key: {TOY_KEY}\r\nContent-Length: {big}");
+    let (s, v) = raw(&app, &host, &declared, b"").await;
+    assert_eq!(
+        (s, v["error"].clone()),
+        (413, json!("payload_too_large")),
+        "{v}"
+    );
+    let chunked = format!("{echo}\r\nX-Toy-Key: {TOY_KEY}\r\nTransfer-Encoding: chunked");
+    let mut body = format!("{big:x}\r\n").into_bytes();
+    body.extend(std::iter::repeat_n(b'a', big));
+    body.extend_from_slice(b"\r\n0\r\n\r\n");
+    let (s, v) = raw(&app, &host, &chunked, &body).await;
+    assert_eq!(
+        (s, v["error"].clone()),
+        (413, json!("payload_too_large")),
+        "{v}"
+    );
+
+    // Other paths are untouched: /tasks/{id} still wants the callback token; the rest is 404.
+    let (s, v) = raw(
+        &app,
+        &host,
+        "POST /tasks/t1 HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2",
+        b"{}",
+    )
+    .await;
+    assert_eq!((s, v["error"].clone()), (401, json!("unauthorized")));
+    let (s, _) = raw(&app, &host, "GET /api/v1/other HTTP/1.1", b"").await;
+    assert_eq!(s, 404);
+
+    // Switched away: 404 again.
+    let (s, _) = api(&app, Method::PUT, "/api/assistant", json!({"kind": "incoming", "base_url": "http://127.0.0.1:9", "relay_token": "r".repeat(32)})).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = raw(&app, &host, &head, b"hi").await;
+    assert_eq!(s, 404);
+    app.shutdown().await;
+}
