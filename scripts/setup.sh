@@ -1,8 +1,10 @@
 # Shared set-up for ./run and ./run-tests: checks (and, as root, installs) what the app and its
 # tests need on Debian 12. Sourced, not executed.
 
-# Debian packages by purpose.
-APT_BUILD=(pkg-config build-essential libwebkit2gtk-4.1-dev)
+# Debian packages by purpose. The headless binary (crates/stagewhisper-headless) needs only a C
+# toolchain (SQLite is compiled in); the desktop window adds WebKitGTK.
+APT_BUILD_HEADLESS=(pkg-config build-essential)
+APT_BUILD=("${APT_BUILD_HEADLESS[@]}" libwebkit2gtk-4.1-dev)
 APT_TEST=(chromium xvfb xauth webkit2gtk-driver imagemagick)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

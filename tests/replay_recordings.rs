@@ -1,6 +1,6 @@
-//! Replays every recorded Hermes callback sequence (`shared/protocol/recordings/*.jsonl`)
-//! against the binary, in recorded order and without real-time waits, and checks the
-//! conversation each one must end with.
+//! Replays every recorded Hermes callback sequence (`tests/fixtures/recordings/hermes-*.jsonl`,
+//! described in `tests/fixtures/README.md`) against the binary, in recorded order and without
+//! real-time waits, and checks the conversation each one must end with.
 //!
 //! The recorded `answered` codes are what the *capturing* receiver replied (some deliberately
 //! 500/401/slow to provoke retries); our binary is healthy, so every callback is replayed and
@@ -17,9 +17,8 @@ use serde_json::Value;
 
 fn recordings_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("shared")
-        .join("protocol")
+        .join("tests")
+        .join("fixtures")
         .join("recordings")
 }
 
@@ -355,7 +354,8 @@ fn every_recording_has_an_expectation() {
         .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".jsonl"))
+        // The folder also holds other peers' traffic (not callback sequences).
+        .filter(|n| n.starts_with("hermes-") && n.ends_with(".jsonl"))
         .collect();
     found.sort();
     let mut listed: Vec<String> = ALL.iter().map(|s| s.to_string()).collect();

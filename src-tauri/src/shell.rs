@@ -10,9 +10,9 @@
 //!   gracefully (in-flight callbacks finish) and the process exits 0.
 
 use crate::commands::{self, Shell};
-use crate::{start_core, Signals};
 use anyhow::Context;
 use serde_json::Value;
+use stagewhisper_cli::{start_core, Signals};
 use stagewhisper_core::events::Subscription;
 use stagewhisper_core::http::Shutdown;
 use stagewhisper_core::Config;

@@ -1,7 +1,7 @@
 //! Shared harness of the black-box tests.
 //!
 //! Spawns the real `stagewhisper` binary (`--headless --data-dir <tempdir>`, both listeners on
-//! port 0), reads its single JSON ready line, and talks to it over HTTP exactly like the
+//! port 0; see [`bin`] for running the suite against `stagewhisper-headless`), reads its single JSON ready line, and talks to it over HTTP exactly like the
 //! assistant (callbacks) and the UI (control API, SSE event stream) do. Every wait is bounded;
 //! the child is SIGKILLed when the [`App`] is dropped.
 #![allow(dead_code)]
@@ -20,8 +20,18 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// The binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_stagewhisper");
+/// The binary under test: `STAGEWHISPER_TEST_BIN` when set (e.g. the `stagewhisper-headless`
+/// binary, which takes the same flags), else the binary of the package whose tests include this
+/// harness (`stagewhisper`, or `stagewhisper-headless` in that crate's own tests).
+pub fn bin() -> String {
+    if let Some(path) = std::env::var_os("STAGEWHISPER_TEST_BIN").filter(|p| !p.is_empty()) {
+        return path.to_string_lossy().into_owned();
+    }
+    option_env!("CARGO_BIN_EXE_stagewhisper")
+        .or(option_env!("CARGO_BIN_EXE_stagewhisper-headless"))
+        .expect("built by cargo test: the package has a stagewhisper binary")
+        .to_owned()
+}
 /// How long the binary may take to print its ready line.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Upper bound of one ordinary HTTP request.
@@ -99,7 +109,8 @@ const STDERR_CAP: usize = 64 * 1024;
 impl Proc {
     /// Spawns the binary with exactly these arguments and extra environment variables.
     pub fn spawn(args: &[String], envs: &[(String, String)]) -> Proc {
-        let mut cmd = Command::new(BIN);
+        let bin = bin();
+        let mut cmd = Command::new(&bin);
         cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -110,7 +121,7 @@ impl Proc {
         }
         let mut child = cmd
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot spawn {BIN} {args:?}: {e}"));
+            .unwrap_or_else(|e| panic!("cannot spawn {bin} {args:?}: {e}"));
         let stdout = Arc::new(Mutex::new(Vec::new()));
         let stdout_eof = Arc::new(AtomicBool::new(false));
         let stderr = Arc::new(Mutex::new(String::new()));
