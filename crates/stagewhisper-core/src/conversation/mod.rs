@@ -27,17 +27,16 @@ use crate::model::{
 use crate::protocol::{
     clean_text, has_draft_cursor, is_none_reply, Callback, Status, INSIGHTS_PREFIX,
 };
-use crate::store::{write, Op, RawConn, SessionRecord, Store, StoreError};
+use crate::store::writer::{self, Payload, Unit, WriterHandle};
+use crate::store::{load, Op, SessionRecord, Store, StoreError};
 use chrono::{DateTime, Utc};
 use drafts::{Draft, DraftKey};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use sqlx::sqlite::SqliteConnection;
-use sqlx::Connection;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot};
 use typing::{Touch, TypingTracker};
 
 /// Largest number of commands applied in one transaction.
@@ -197,22 +196,14 @@ impl Conversation {
         let hub = EventHub::new();
         let mut reader = store.connect_reader().await?;
         let core = Core::load(&mut reader, clock.clone(), settings, hub.clone()).await?;
-        let pipeline = Arc::new(Pipeline::default());
-        let (unit_tx, unit_rx) = mpsc::channel(MAX_UNITS_PER_COMMIT);
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         tokio::spawn(deliver(hub.clone(), done_rx));
-        let writer = Writer {
-            store: store.clone(),
-            pipeline: pipeline.clone(),
-            done: done_tx,
-        };
-        writer.spawn(conn, unit_rx)?;
+        let writer = writer::spawn(store.clone(), conn, done_tx)?;
         let (tx, rx) = mpsc::channel(8192);
         let actor = Actor {
             reader,
             core,
-            writer: unit_tx,
-            pipeline,
+            writer,
             epoch: 1,
         };
         tokio::spawn(actor.run(rx));
@@ -579,8 +570,7 @@ struct Actor {
     /// Reads only (indexes, start-up state); the writer stage owns the writing connection.
     reader: SqliteConnection,
     core: Core,
-    writer: mpsc::Sender<Unit>,
-    pipeline: Arc<Pipeline>,
+    writer: WriterHandle<Batch>,
     epoch: u64,
 }
 
@@ -607,159 +597,33 @@ fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, CoreError>) -> F
     })
 }
 
-/// The rules stage decides a batch in memory and hands the writes to the writer stage, which
-/// commits them (grouping whatever has queued up) while the next batch is being decided. Answers
-/// and events leave only after the commit. A failed commit fails its batch and every later batch
-/// decided on top of it (same epoch); the rules stage then reloads its state from the database.
-struct Unit {
-    epoch: u64,
-    ops: Vec<Op>,
+/// What a batch hands the writer besides its ops: its events and its callers' answers, which
+/// leave only after the commit.
+struct Batch {
     events: Vec<Event>,
     finishers: Vec<Finish>,
 }
 
-/// Shared between the two stages.
-#[derive(Default)]
-struct Pipeline {
-    /// Units sent to the writer and not yet committed or failed.
-    in_flight: AtomicUsize,
-    /// The newest epoch a commit failed in (0: none).
-    failed_epoch: AtomicU64,
-    /// Rung when `in_flight` drops to zero.
-    drained: Notify,
-}
-
-/// Most units the writer commits in one transaction.
-const MAX_UNITS_PER_COMMIT: usize = 64;
-
-/// The writer stage runs on its own thread: it holds the writer connection's SQLite handle for
-/// its whole life and commits synchronously ([`write::commit`]), so a commit costs no hand-off
-/// between threads (see `store/raw.rs`).
-struct Writer {
-    store: Store,
-    pipeline: Arc<Pipeline>,
-    /// Committed units go to a task on the runtime, which publishes their events and answers
-    /// their callers: one wake-up of the runtime per commit instead of one per caller.
-    done: mpsc::UnboundedSender<Vec<Unit>>,
+impl Payload for Batch {
+    fn fail(self, why: &str) {
+        let err = CoreError::StorageUnavailable(why.to_string());
+        for f in self.finishers {
+            f(Some(err.clone()));
+        }
+    }
 }
 
 /// Publishes the events of committed units and answers their callers, in commit order.
-async fn deliver(hub: EventHub, mut done: mpsc::UnboundedReceiver<Vec<Unit>>) {
+async fn deliver(hub: EventHub, mut done: mpsc::UnboundedReceiver<Vec<Unit<Batch>>>) {
     while let Some(units) = done.recv().await {
         for u in units {
-            for e in u.events {
+            for e in u.payload.events {
                 hub.publish(e);
             }
-            for f in u.finishers {
+            for f in u.payload.finishers {
                 f(None);
             }
         }
-    }
-}
-
-impl Writer {
-    fn spawn(self, conn: SqliteConnection, rx: mpsc::Receiver<Unit>) -> std::io::Result<()> {
-        std::thread::Builder::new()
-            .name("sw-writer".into())
-            .spawn(move || self.run(conn, rx))
-            .map(drop)
-    }
-
-    fn run(self, mut conn: SqliteConnection, mut rx: mpsc::Receiver<Unit>) {
-        let mut locked = match futures_executor::block_on(conn.lock_handle()) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(error = %e, "the writer cannot reach its connection");
-                while let Some(u) = rx.blocking_recv() {
-                    self.pipeline.in_flight.fetch_sub(1, Ordering::AcqRel);
-                    self.pipeline
-                        .failed_epoch
-                        .fetch_max(u.epoch, Ordering::AcqRel);
-                    fail(u, "the writer has no connection");
-                    self.pipeline.drained.notify_waiters();
-                }
-                return;
-            }
-        };
-        // SAFETY: `locked` is sqlx's lock on this connection's handle, held until `db` is gone;
-        // nothing else uses the connection meanwhile (the writer owns it).
-        let mut db = unsafe { RawConn::new(locked.as_raw_handle()) };
-        while let Some(first) = rx.blocking_recv() {
-            let mut units = vec![first];
-            while units.len() < MAX_UNITS_PER_COMMIT {
-                match rx.try_recv() {
-                    Ok(u) => units.push(u),
-                    Err(_) => break,
-                }
-            }
-            let n = units.len();
-            self.commit(&mut db, units);
-            if self.pipeline.in_flight.fetch_sub(n, Ordering::AcqRel) == n {
-                self.pipeline.drained.notify_waiters();
-                if rx.is_empty() {
-                    self.store.idle();
-                }
-            }
-        }
-        drop(db);
-        drop(locked);
-        if let Err(e) = futures_executor::block_on(conn.close()) {
-            tracing::warn!(error = %e, "closing the writer connection failed");
-        }
-        tracing::debug!("conversation writer stopped");
-    }
-
-    fn commit(&self, db: &mut RawConn, units: Vec<Unit>) {
-        let failed = self.pipeline.failed_epoch.load(Ordering::Acquire);
-        let (doomed, live): (Vec<Unit>, Vec<Unit>) =
-            units.into_iter().partition(|u| u.epoch <= failed);
-        for u in doomed {
-            fail(u, "an earlier write failed");
-        }
-        if live.is_empty() {
-            return;
-        }
-        let started = std::time::Instant::now();
-        let ops: Vec<&Op> = live.iter().flat_map(|u| u.ops.iter()).collect();
-        let wrote = !ops.is_empty();
-        let result = if wrote {
-            write::commit(db, &ops)
-        } else {
-            Ok(())
-        };
-        drop(ops);
-        if started.elapsed() > std::time::Duration::from_millis(50) {
-            tracing::debug!(
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "slow commit"
-            );
-        }
-        match result {
-            Ok(()) => {
-                if wrote {
-                    self.store.committed();
-                }
-                // If the runtime is gone, so are the callers.
-                let _ = self.done.send(live);
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "commit failed; its callbacks are answered 503 and the state reloads");
-                let newest = live.iter().map(|u| u.epoch).max().unwrap_or(0);
-                self.pipeline
-                    .failed_epoch
-                    .fetch_max(newest, Ordering::AcqRel);
-                for u in live {
-                    fail(u, &e.to_string());
-                }
-            }
-        }
-    }
-}
-
-fn fail(u: Unit, why: &str) {
-    let err = CoreError::StorageUnavailable(why.to_string());
-    for f in u.finishers {
-        f(Some(err.clone()));
     }
 }
 
@@ -785,7 +649,7 @@ impl Actor {
                     Err(_) => break,
                 }
             }
-            if self.pipeline.failed_epoch.load(Ordering::Acquire) >= self.epoch {
+            if self.writer.pipeline().failed_epoch() >= self.epoch {
                 self.recover().await;
             }
             self.run_batch(batch).await;
@@ -794,7 +658,7 @@ impl Actor {
 
     /// After a failed commit: wait for the writer to settle, reload, start a new epoch.
     async fn recover(&mut self) {
-        self.wait_drained().await;
+        self.writer.pipeline().wait_drained().await;
         loop {
             match Core::load(
                 &mut self.reader,
@@ -816,17 +680,7 @@ impl Actor {
                 }
             }
         }
-        self.epoch = self.pipeline.failed_epoch.load(Ordering::Acquire) + 1;
-    }
-
-    async fn wait_drained(&self) {
-        loop {
-            let notified = self.pipeline.drained.notified();
-            if self.pipeline.in_flight.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            notified.await;
-        }
+        self.epoch = self.writer.pipeline().failed_epoch() + 1;
     }
 
     async fn run_batch(&mut self, batch: Vec<Cmd>) {
@@ -851,32 +705,18 @@ impl Actor {
             // A read failed mid-batch: nothing of this batch is written; start over from the
             // database once the writer is done.
             tracing::error!(error = %e, "reading the database failed; the batch is answered 503");
-            fail(
-                Unit {
-                    epoch: self.epoch,
-                    ops,
-                    events,
-                    finishers,
-                },
-                &e.to_string(),
-            );
-            self.pipeline
-                .failed_epoch
-                .fetch_max(self.epoch, Ordering::AcqRel);
+            drop(ops);
+            Batch { events, finishers }.fail(&e.to_string());
+            self.writer.pipeline().fail_epoch(self.epoch);
             return;
         }
-        self.pipeline.in_flight.fetch_add(1, Ordering::AcqRel);
         let unit = Unit {
             epoch: self.epoch,
             ops,
-            events,
-            finishers,
+            payload: Batch { events, finishers },
         };
-        if let Err(mpsc::error::SendError(u)) = self.writer.send(unit).await {
-            self.pipeline.in_flight.fetch_sub(1, Ordering::AcqRel);
-            fail(u, "the writer stopped");
-        }
-        if self.pipeline.in_flight.load(Ordering::Acquire) == 0 {
+        self.writer.send(unit).await;
+        if self.writer.pipeline().is_drained() {
             self.core.evict_indexes();
         }
     }
@@ -895,12 +735,12 @@ impl Core {
         settings: Settings,
         hub: EventHub,
     ) -> Result<Core, StoreError> {
-        let sessions: HashMap<String, SessionRecord, FastHash> = write::load_sessions(conn)
+        let sessions: HashMap<String, SessionRecord, FastHash> = load::sessions(conn)
             .await?
             .into_iter()
             .map(|s| (s.session_id.clone(), s))
             .collect();
-        let next_id = write::next_id(conn).await?;
+        let next_id = load::next_id(conn).await?;
         let mut state = State {
             sessions: Arc::new(sessions),
             drafts: HashMap::new(),
@@ -909,7 +749,7 @@ impl Core {
             next_id,
         };
         let now_ms = clock.now_ms();
-        for row in write::load_open_drafts(conn).await? {
+        for row in load::open_drafts(conn).await? {
             let Some(key) = row.draft_key.as_deref().and_then(DraftKey::decode) else {
                 continue;
             };
@@ -957,7 +797,7 @@ impl Core {
     ) -> Result<(), StoreError> {
         if !self.index.contains_key(session_id) {
             let mut idx = SessionIndex::default();
-            for row in write::load_session_messages(conn, session_id).await? {
+            for row in load::session_messages(conn, session_id).await? {
                 idx.add(&row);
             }
             self.index.insert(session_id.to_string(), idx);
@@ -1847,7 +1687,7 @@ impl Core {
         update: DeliveryUpdate,
         events: &mut Vec<Event>,
     ) -> Result<Result<(), CoreError>, StoreError> {
-        let Some(mut row) = write::load_message(conn, id).await? else {
+        let Some(mut row) = load::message(conn, id).await? else {
             return Ok(Err(CoreError::MessageNotFound));
         };
         if !matches!(row.kind, MessageKind::User | MessageKind::Transcript) {
@@ -2065,7 +1905,7 @@ mod tests {
         c.delete_session(&s).await.unwrap();
         // What a restart would start from: past the deleted rows, though none is left.
         let mut conn = c.store().connect_reader().await.unwrap();
-        let next = write::next_id(&mut conn).await.unwrap();
+        let next = load::next_id(&mut conn).await.unwrap();
         assert!(next > highest, "{next} <= {highest}");
         assert!(next > last_event, "{next} <= {last_event}");
         let left: i64 = sqlx::query_scalar("SELECT count(*) FROM messages")
