@@ -430,3 +430,51 @@ async fn insights_session_ends_after_its_grace_period() {
     assert_eq!(post(&c, chat).await, Outcome::Applied);
     assert_eq!(c.insights(&call.session_id).await.unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn a_final_message_with_a_leftover_cursor_settles_the_finished_stream() {
+    // After `finish`, a trailing cursor on the task's final message is a leftover: the
+    // message settles the stream's draft in place, at once, and adds no second entry.
+    let (c, clock, _dir) = start(30_000).await;
+    let s = c.create_session(false, None).await.unwrap().session_id;
+    for chunk in [
+        json!({"type": "start"}),
+        json!({"type": "text-start", "id": "p1"}),
+        json!({"type": "text-delta", "id": "p1", "delta": "Hello "}),
+        json!({"type": "text-delta", "id": "p1", "delta": "streamed "}),
+        json!({"type": "text-delta", "id": "p1", "delta": "world \u{2589}"}),
+        json!({"type": "text-end", "id": "p1"}),
+        json!({"type": "finish"}),
+    ] {
+        post(
+            &c,
+            json!({"session_id": s, "status": "stream", "chunk": chunk}),
+        )
+        .await;
+    }
+    let m = c.messages(&s).await.unwrap();
+    assert_eq!(
+        (m.len(), m[0].draft, m[0].text.as_str()),
+        (1, true, "Hello streamed world")
+    );
+    let draft_id = m[0].id;
+    let last = json!({"session_id": s, "status": "message", "message_id": "m-final",
+        "reply_text": "\n\nHello streamed world \u{2589}"});
+    assert_eq!(post(&c, last.clone()).await, Outcome::Applied);
+    let settled = |m: &[MessageView]| {
+        m.iter()
+            .map(|m| (m.id, m.draft, m.text.clone()))
+            .collect::<Vec<_>>()
+    };
+    let want = vec![(draft_id, false, "Hello streamed world".to_string())];
+    assert_eq!(settled(&c.messages(&s).await.unwrap()), want, "at once");
+    assert_eq!(post(&c, last).await, Outcome::Duplicate);
+    // Nothing is left for the inactivity timer to settle.
+    clock.advance_ms(30_000);
+    c.tick().await.unwrap();
+    assert_eq!(
+        settled(&c.messages(&s).await.unwrap()),
+        want,
+        "after the timeout"
+    );
+}

@@ -99,11 +99,21 @@ impl Rules {
     ) -> Outcome {
         let raw = cb.reply_text.as_deref().unwrap_or_default();
         let insights = matches!(route, Route::Insights { .. });
+        let task_key = (cb.session_id.clone(), DraftKey::Task(cb.task_id.clone()));
         if has_draft_cursor(raw) && kind == MessageKind::Assistant {
             if insights {
                 return Outcome::Applied;
             }
-            return self.apply_edit_draft(cb, events);
+            let stream_finished = self
+                .state
+                .drafts
+                .get(&task_key)
+                .is_some_and(|d| d.is_open() && d.is_finished());
+            if !stream_finished {
+                return self.apply_edit_draft(cb, events);
+            }
+            // The task's stream has finished: the cursor is a leftover and this is its final
+            // text, which settles the stream's draft below.
         }
         let text = clean_text(raw);
         if text.is_empty() {
@@ -119,7 +129,6 @@ impl Rules {
 
         // A draft this message settles: the stream of the same task, else an edit-style draft
         // of the scope that the final text extends.
-        let task_key = (cb.session_id.clone(), DraftKey::Task(cb.task_id.clone()));
         let edit_key = (cb.session_id.clone(), DraftKey::Edit(scope.clone()));
         let settle_key = if kind != MessageKind::Assistant {
             None
