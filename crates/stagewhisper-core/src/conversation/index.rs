@@ -39,7 +39,7 @@ pub(crate) fn key_digest(key: &str) -> u128 {
     }
 }
 
-/// What the writer knows of one session's stored messages, so batches decide without reading
+/// What the rules know of one session's stored messages, so batches decide without reading
 /// the database: the dedupe keys, and the final texts of its most recent scopes. Loaded on
 /// first use.
 #[derive(Debug, Default)]

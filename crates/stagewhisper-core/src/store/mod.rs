@@ -114,7 +114,7 @@ fn base_options(path: &Path) -> SqliteConnectOptions {
 
 impl Store {
     /// Opens (creating and migrating) the database; returns the read side and the one writer
-    /// connection, which the conversation actor owns.
+    /// connection, which the writer thread ([`writer::spawn`]) owns.
     pub async fn open(
         path: &Path,
         durability: Durability,
@@ -421,7 +421,7 @@ fn message_from_row_at(r: &SqliteRow, at: usize) -> MessageRow {
     }
 }
 
-/// Everything that changes the database, decided by the conversation actor in memory and
+/// Everything that changes the database, decided by the conversation's rules in memory and
 /// written at the end of a batch, inside its one transaction.
 #[derive(Debug, Clone)]
 pub enum Op {

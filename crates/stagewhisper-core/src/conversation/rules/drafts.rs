@@ -5,7 +5,7 @@
 //! - `edit:<scope>` — edit-style streaming, where each `message` carries the whole text so far
 //!   with a trailing cursor `▉` (the Hermes adapter does this after a slow tool step).
 //!
-//! Pure text logic; the conversation actor persists what changes.
+//! Pure text logic; the rules ([`super`]) turn what changes into rows and events.
 
 use crate::protocol::{clean_text, StreamChunk};
 use std::collections::HashSet;

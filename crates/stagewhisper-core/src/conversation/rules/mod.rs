@@ -40,8 +40,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use typing::TypingTracker;
 
-/// In-memory state that a failed commit must roll back.
-#[derive(Clone)]
+/// In-memory state of the rules (a failed commit reloads it from the database).
 struct State {
     /// Every session ever created (deleted ones as tombstones), by id.
     sessions: Arc<HashMap<String, SessionRecord, FastHash>>,
@@ -77,7 +76,7 @@ fn logs_itself(row: &MessageRow, route: &Route) -> bool {
         )
 }
 
-/// What [`Core::emit_row`] reports about a row.
+/// What [`Rules::emit_row`] reports about a row.
 #[derive(Clone, Copy)]
 enum Change {
     Added { logged: bool },
