@@ -1986,3 +1986,64 @@ async fn a_non_string_occurred_at_is_ignored_and_the_message_kept_in_arrival_ord
         );
     }
 }
+
+#[tokio::test]
+async fn a_final_message_with_a_leftover_cursor_settles_the_finished_stream_at_once() {
+    // A streamed turn, then its final `message` for the same task whose text still ends in the
+    // draft cursor: after `finish` the cursor is a leftover, the message is the final text.
+    let app = App::start().await;
+    let sid = app.create_chat().await;
+    let mut ev = app.events(SseOpts::after(0)).await;
+    let t = new_id();
+    let um = Some("um-leftover");
+    for chunk in [
+        json!({"type": "start", "messageId": t}),
+        json!({"type": "text-start", "id": "p1"}),
+        json!({"type": "text-delta", "id": "p1", "delta": "Hello "}),
+        json!({"type": "text-delta", "id": "p1", "delta": "streamed "}),
+        json!({"type": "text-delta", "id": "p1", "delta": "world ▉"}),
+        json!({"type": "text-end", "id": "p1"}),
+        json!({"type": "finish", "finishReason": "stop"}),
+    ] {
+        assert_accepted(&app.post(&stream(&sid, &t, um, chunk)).await);
+    }
+    let msgs = app.messages(&sid).await;
+    assert_eq!(msgs.len(), 1, "one draft:\n{}", dump_entries(&msgs));
+    assert_eq!(msgs[0]["draft"], true, "{}", dump_entries(&msgs));
+    let id = msgs[0]["id"].clone();
+
+    let last = with(
+        message(&sid, &t, "m-leftover", "\n\nHello streamed world ▉"),
+        json!({"user_message_id": "um-leftover"}),
+    );
+    assert_applied(&app.post(&last).await);
+    // At once, not after the inactivity timeout: one settled entry, in place.
+    let msgs = app.messages(&sid).await;
+    assert_eq!(msgs.len(), 1, "one entry:\n{}", dump_entries(&msgs));
+    assert_eq!(
+        msgs[0]["id"],
+        id,
+        "settled in place:\n{}",
+        dump_entries(&msgs)
+    );
+    assert_eq!(msgs[0]["draft"], false, "{}", dump_entries(&msgs));
+    assert_eq!(text_of(&msgs[0]), "Hello streamed world");
+    assert_eq!(msgs[0]["message_id"], "m-leftover");
+    // A retry of it changes nothing.
+    assert_duplicate(&app.post(&last).await);
+    assert_eq!(app.messages(&sid).await, msgs);
+
+    let sentinel = new_id();
+    assert_applied(
+        &app.post(&message(&sid, &new_id(), &sentinel, "sentinel"))
+            .await,
+    );
+    let evs = ev.until_message(&sentinel).await;
+    let dumped = dump_events(&evs);
+    let added: Vec<&SseEvent> = evs
+        .iter()
+        .filter(|e| e.kind() == "message_added" && e.message()["text"] != "sentinel")
+        .collect();
+    assert_eq!(added.len(), 1, "no second entry was ever shown:\n{dumped}");
+    assert_eq!(added[0].message()["id"], id, "{dumped}");
+}

@@ -5,7 +5,7 @@
 //! - `edit:<scope>` — edit-style streaming, where each `message` carries the whole text so far
 //!   with a trailing cursor `▉` (the Hermes adapter does this after a slow tool step).
 //!
-//! Pure text logic; the conversation actor persists what changes.
+//! Pure text logic; the rules ([`super`]) turn what changes into rows and events.
 
 use crate::protocol::{clean_text, StreamChunk};
 use std::collections::HashSet;
@@ -55,6 +55,9 @@ pub struct Draft {
     settled_parts: HashSet<String>,
     /// A draft resumed after a restart: its part ids are unknown, the next part continues it.
     resumed: bool,
+    /// The stream sent `finish` (and no `start` since): its text is complete, a cursor left on
+    /// it or on its final message is a leftover.
+    finished: bool,
 }
 
 impl Draft {
@@ -85,6 +88,7 @@ impl Draft {
             prev_text: String::new(),
             settled_parts: HashSet::new(),
             resumed: false,
+            finished: false,
         }
     }
 
@@ -100,6 +104,12 @@ impl Draft {
     /// `true` while the draft has text that no message has settled yet.
     pub fn is_open(&self) -> bool {
         self.part.is_some() || self.resumed || !self.part_text.is_empty()
+    }
+
+    /// `true` once the stream of an open draft has finished: only its final message is still
+    /// to come.
+    pub fn is_finished(&self) -> bool {
+        self.finished
     }
 
     /// What the draft shows: the current part, unless it is still a prefix of the previous
@@ -136,7 +146,15 @@ impl Draft {
                 self.part_text.push_str(delta);
                 true
             }
-            StreamChunk::Start | StreamChunk::Finish | StreamChunk::TextEnd { .. } => false,
+            StreamChunk::Start => {
+                self.finished = false;
+                false
+            }
+            StreamChunk::Finish => {
+                self.finished = true;
+                false
+            }
+            StreamChunk::TextEnd { .. } => false,
             StreamChunk::Other(_) => false,
         }
     }
@@ -176,6 +194,7 @@ impl Draft {
         self.shown.clear();
         self.row_id = None;
         self.resumed = false;
+        self.finished = false;
     }
 }
 
@@ -252,6 +271,24 @@ mod tests {
         assert_eq!(d.display(), "Partial answer");
         d.apply_chunk(&delta("p9", " answer, finished"), 0);
         assert_eq!(d.display(), "Partial answer, finished");
+    }
+
+    #[test]
+    fn finish_marks_the_stream_complete_until_the_next_start() {
+        let mut d = draft();
+        d.apply_chunk(&StreamChunk::Start, 0);
+        d.apply_chunk(&delta("p1", "Hello \u{2589}"), 0);
+        assert!(!d.is_finished());
+        d.apply_chunk(&StreamChunk::TextEnd { id: "p1".into() }, 0);
+        assert!(!d.is_finished(), "a part ended, not the stream");
+        d.apply_chunk(&StreamChunk::Finish, 0);
+        assert!(d.is_finished() && d.is_open());
+        assert_eq!(d.display(), "Hello");
+        d.apply_chunk(&StreamChunk::Start, 0);
+        assert!(!d.is_finished(), "a new stream of the task");
+        d.apply_chunk(&StreamChunk::Finish, 0);
+        d.settle();
+        assert!(!d.is_finished());
     }
 
     #[test]

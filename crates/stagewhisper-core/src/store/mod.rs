@@ -1,7 +1,13 @@
 //! SQLite storage (sqlx): migrations, the one writer connection, read queries for views, and
-//! WAL checkpoints kept off the request path. Knows SQL, not rules. The writer's commits
-//! ([`write::commit`]) run on that connection's own handle (`store/raw.rs`), without sqlx's per-statement
-//! hand-off to its worker thread.
+//! WAL checkpoints kept off the request path. Knows SQL, not rules.
+//!
+//! - this file: opening, durability, checkpoints, the views' reads, [`Op`] (every write the
+//!   conversation can decide) and the row mappings;
+//! - [`load`]: what the conversation loads on its own read connection (start-up state, a
+//!   session's rows for its index);
+//! - [`writer`]: the commit path — the writer thread, group commit, multi-row inserts — on the
+//!   connection's own handle (`raw.rs`, the only `unsafe` code), without sqlx's per-statement
+//!   hand-off to its worker thread.
 //!
 //! Durability ([`Durability`]): WAL, and every answer waits for its commit. With
 //! `synchronous = NORMAL` (the default, [`Durability::Crash`]) a commit is in the operating
@@ -22,7 +28,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::Notify;
 
+pub mod load;
 mod raw;
+pub mod writer;
 pub use raw::{Param, RawConn, RawError};
 
 #[derive(Debug, thiserror::Error)]
@@ -106,7 +114,7 @@ fn base_options(path: &Path) -> SqliteConnectOptions {
 
 impl Store {
     /// Opens (creating and migrating) the database; returns the read side and the one writer
-    /// connection, which the conversation actor owns.
+    /// connection, which the writer thread ([`writer::spawn`]) owns.
     pub async fn open(
         path: &Path,
         durability: Durability,
@@ -413,7 +421,7 @@ fn message_from_row_at(r: &SqliteRow, at: usize) -> MessageRow {
     }
 }
 
-/// Everything that changes the database, decided by the conversation actor in memory and
+/// Everything that changes the database, decided by the conversation's rules in memory and
 /// written at the end of a batch, inside its one transaction.
 #[derive(Debug, Clone)]
 pub enum Op {
@@ -443,278 +451,6 @@ pub enum Op {
         session_id: String,
         data: String,
     },
-}
-
-/// Writes, used only by the conversation actor inside its transaction.
-pub mod write {
-    use super::*;
-
-    pub async fn load_sessions(
-        conn: &mut SqliteConnection,
-    ) -> Result<Vec<SessionRecord>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT session_id, kind, is_call, call_id, title, created_at, ended_at, deleted_at FROM sessions",
-        )
-        .fetch_all(&mut *conn)
-        .await?;
-        Ok(rows.iter().map(session_from_row).collect())
-    }
-
-    /// Drafts left open by a previous run.
-    pub async fn load_open_drafts(
-        conn: &mut SqliteConnection,
-    ) -> Result<Vec<MessageRow>, StoreError> {
-        let sql = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE draft = 1 AND draft_key IS NOT NULL"
-        );
-        let rows = sqlx::query(&sql).fetch_all(&mut *conn).await?;
-        Ok(rows.iter().map(message_from_row).collect())
-    }
-
-    /// Every row of a session (for its in-memory dedupe index).
-    pub async fn load_session_messages(
-        conn: &mut SqliteConnection,
-        session_id: &str,
-    ) -> Result<Vec<MessageRow>, StoreError> {
-        let sql =
-            format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY id");
-        let rows = sqlx::query(&sql)
-            .bind(session_id)
-            .fetch_all(&mut *conn)
-            .await?;
-        Ok(rows.iter().map(message_from_row).collect())
-    }
-
-    /// One row by id, as the writer's transaction sees it.
-    pub async fn load_message(
-        conn: &mut SqliteConnection,
-        id: i64,
-    ) -> Result<Option<MessageRow>, StoreError> {
-        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?");
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await?;
-        Ok(row.as_ref().map(message_from_row))
-    }
-
-    /// The next id to hand out (messages and events share one sequence): past every stored
-    /// row of both and past the floors recorded when rows were deleted, so an id is never reused.
-    pub async fn next_id(conn: &mut SqliteConnection) -> Result<i64, StoreError> {
-        let row = sqlx::query(
-            "SELECT max((SELECT COALESCE(MAX(id), 0) + 1 FROM messages), \
-                        (SELECT COALESCE(MAX(id), 0) + 1 FROM events), \
-                        COALESCE((SELECT MAX(next) FROM id_floors), 1))",
-        )
-        .fetch_one(&mut *conn)
-        .await?;
-        Ok(row.get(0))
-    }
-
-    /// Commits a batch's ops in one transaction on the writer's raw handle (see [`apply_all`]
-    /// for the order). On any error the transaction is rolled back: nothing of the batch is
-    /// written. Rows go in as `INSERT OR ROLLBACK`: a violation ends the transaction at once,
-    /// so SQLite keeps no statement journal for the multi-row inserts (a copy of every page
-    /// they touch, about a tenth of the writer's time).
-    pub fn commit(db: &mut RawConn, ops: &[&Op]) -> Result<(), StoreError> {
-        db.execute("BEGIN", &[])?;
-        let result = apply_all(db, ops).and_then(|()| db.execute("COMMIT", &[]));
-        if result.is_err() && db.in_transaction() {
-            let _ = db.execute("ROLLBACK", &[]);
-        }
-        Ok(result?)
-    }
-
-    /// Inserts go first, grouped into multi-row statements of power-of-two sizes (few distinct
-    /// statements, each prepared once); the other ops follow in order. That is equivalent to
-    /// applying them in order because nothing updates or deletes a row before inserting it.
-    fn apply_all(db: &mut RawConn, ops: &[&Op]) -> Result<(), RawError> {
-        let messages: Vec<(&MessageRow, bool)> = ops
-            .iter()
-            .filter_map(|o| match o {
-                Op::InsertMessage { row, logged } => Some((row, *logged)),
-                _ => None,
-            })
-            .collect();
-        let mut params = Vec::new();
-        for rows in chunks(&messages) {
-            params.clear();
-            for (m, logged) in rows {
-                params.extend_from_slice(&[
-                    m.id.into(),
-                    (&m.session_id).into(),
-                    m.kind.as_str().into(),
-                    (&m.text).into(),
-                    (&m.message_id).into(),
-                    (&m.task_id).into(),
-                    (&m.user_message_id).into(),
-                    (&m.scope).into(),
-                    (&m.content_key).into(),
-                    (&m.error_code).into(),
-                    (&m.occurred_at).into(),
-                    (&m.received_at).into(),
-                    m.sort_key.into(),
-                    m.draft.into(),
-                    (&m.draft_key).into(),
-                    m.hidden.into(),
-                    (&m.speaker).into(),
-                    (&m.delivery).into(),
-                    (&m.delivery_error).into(),
-                    (*logged).into(),
-                ]);
-            }
-            db.execute(insert_sql(&INSERT_MESSAGES, rows.len()), &params)?;
-        }
-        let events: Vec<(i64, &str, &str)> = ops
-            .iter()
-            .filter_map(|o| match o {
-                Op::InsertEvent {
-                    id,
-                    session_id,
-                    data,
-                } => Some((*id, session_id.as_str(), data.as_str())),
-                _ => None,
-            })
-            .collect();
-        for rows in chunks(&events) {
-            params.clear();
-            for (id, session_id, data) in rows {
-                params.extend_from_slice(&[(*id).into(), (*session_id).into(), (*data).into()]);
-            }
-            db.execute(insert_sql(&INSERT_EVENTS, rows.len()), &params)?;
-        }
-        ops.iter().try_for_each(|op| apply(db, op))
-    }
-
-    /// Most rows per insert statement.
-    const MAX_CHUNK: usize = 64;
-
-    /// Splits rows into power-of-two chunks of at most [`MAX_CHUNK`].
-    fn chunks<T>(mut rows: &[T]) -> impl Iterator<Item = &[T]> {
-        std::iter::from_fn(move || {
-            if rows.is_empty() {
-                return None;
-            }
-            let rest = rows.len().min(MAX_CHUNK);
-            let n = 1usize << (usize::BITS - 1 - rest.leading_zeros());
-            let (chunk, tail) = rows.split_at(n);
-            rows = tail;
-            Some(chunk)
-        })
-    }
-
-    /// A multi-row INSERT: its head, columns per row, and its texts per power of two (built once).
-    struct InsertSql {
-        head: &'static str,
-        columns: usize,
-        texts: std::sync::OnceLock<Vec<String>>,
-    }
-
-    static INSERT_MESSAGES: InsertSql = InsertSql {
-        head: "INSERT OR ROLLBACK INTO messages (id, session_id, kind, text, message_id, task_id, \
-               user_message_id, scope, content_key, error_code, occurred_at, received_at, sort_key, \
-               draft, draft_key, hidden, speaker, delivery, delivery_error, logged) VALUES ",
-        columns: 20,
-        texts: std::sync::OnceLock::new(),
-    };
-
-    static INSERT_EVENTS: InsertSql = InsertSql {
-        head: "INSERT OR ROLLBACK INTO events (id, session_id, data) VALUES ",
-        columns: 3,
-        texts: std::sync::OnceLock::new(),
-    };
-
-    fn insert_sql(sql: &'static InsertSql, rows: usize) -> &'static str {
-        let texts = sql.texts.get_or_init(|| {
-            let one = format!("({})", vec!["?"; sql.columns].join(", "));
-            (0..=MAX_CHUNK.trailing_zeros())
-                .map(|p| format!("{}{}", sql.head, vec![one.as_str(); 1 << p].join(", ")))
-                .collect()
-        });
-        debug_assert!(rows.is_power_of_two() && rows <= MAX_CHUNK);
-        &texts[rows.trailing_zeros() as usize]
-    }
-
-    /// Before rows are deleted: the next id stays past the highest one (see `id_floors`).
-    const RAISE_MESSAGES_FLOOR: &str = "INSERT INTO id_floors (name, next) \
-         SELECT 'messages', COALESCE(MAX(id), 0) + 1 FROM messages WHERE true \
-         ON CONFLICT (name) DO UPDATE SET next = max(next, excluded.next)";
-    const RAISE_EVENTS_FLOOR: &str = "INSERT INTO id_floors (name, next) \
-         SELECT 'events', COALESCE(MAX(id), 0) + 1 FROM events WHERE true \
-         ON CONFLICT (name) DO UPDATE SET next = max(next, excluded.next)";
-
-    fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
-        match op {
-            Op::InsertSession(s) => {
-                db.execute(
-                    "INSERT INTO sessions (session_id, kind, is_call, call_id, title, created_at) \
-                     VALUES (?, ?, ?, ?, ?, ?)",
-                    &[
-                        (&s.session_id).into(),
-                        (&s.kind).into(),
-                        s.is_call.into(),
-                        (&s.call_id).into(),
-                        (&s.title).into(),
-                        (&s.created_at).into(),
-                    ],
-                )?;
-            }
-            Op::UpdateMessage(m) => {
-                db.execute(
-                    "UPDATE OR IGNORE messages SET text = ?, message_id = ?, content_key = ?, \
-                     occurred_at = ?, draft = ?, draft_key = ?, hidden = ?, task_id = ?, \
-                     delivery = ?, delivery_error = ? WHERE id = ?",
-                    &[
-                        (&m.text).into(),
-                        (&m.message_id).into(),
-                        (&m.content_key).into(),
-                        (&m.occurred_at).into(),
-                        m.draft.into(),
-                        (&m.draft_key).into(),
-                        m.hidden.into(),
-                        (&m.task_id).into(),
-                        (&m.delivery).into(),
-                        (&m.delivery_error).into(),
-                        m.id.into(),
-                    ],
-                )?;
-            }
-            Op::DeleteMessage(id) => {
-                db.execute(RAISE_MESSAGES_FLOOR, &[])?;
-                db.execute("DELETE FROM messages WHERE id = ?", &[(*id).into()])?;
-            }
-            // Written by `apply_all` before the rest.
-            Op::InsertMessage { .. } | Op::InsertEvent { .. } => {}
-            Op::EndSessions { ids, at } => {
-                for id in ids {
-                    db.execute(
-                        "UPDATE sessions SET ended_at = ? WHERE session_id = ? AND ended_at IS NULL",
-                        &[at.into(), id.into()],
-                    )?;
-                }
-            }
-            Op::DeleteSessions {
-                ids,
-                at,
-                events_before,
-            } => {
-                db.execute(RAISE_MESSAGES_FLOOR, &[])?;
-                db.execute(RAISE_EVENTS_FLOOR, &[])?;
-                for id in ids {
-                    db.execute(
-                        "UPDATE sessions SET deleted_at = ? WHERE session_id = ?",
-                        &[at.into(), id.into()],
-                    )?;
-                    db.execute("DELETE FROM messages WHERE session_id = ?", &[id.into()])?;
-                    db.execute(
-                        "DELETE FROM events WHERE session_id = ? AND id < ?",
-                        &[id.into(), (*events_before).into()],
-                    )?;
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -778,7 +514,7 @@ mod tests {
         conn.close().await.unwrap();
 
         let (store, mut writer) = Store::open(&path, Durability::Crash).await.unwrap();
-        assert_eq!(write::next_id(&mut writer).await.unwrap(), 4);
+        assert_eq!(load::next_id(&mut writer).await.unwrap(), 4);
         // The 0003 references still come back whole.
         let events = store.events_after(0, 10).await.unwrap();
         assert_eq!(events.iter().map(|e| e.0).collect::<Vec<_>>(), [1, 2]);

@@ -1,0 +1,363 @@
+//! The actor: how commands flow from callers through the rules into the writer.
+//!
+//! 1. Callers ([`super::Conversation`]) send a [`Cmd`] with a reply channel to one task.
+//! 2. The actor takes what has queued up (up to [`MAX_BATCH`]) as one batch, or a `Tick` when
+//!    a timer of the rules is due.
+//! 3. It loads what the rules will need from the database on its read connection: the index of
+//!    every session the batch touches that is not in memory, the rows whose delivery changes.
+//! 4. The rules ([`super::rules`]) decide every command of the batch in memory, synchronously:
+//!    the answers, the events, the writes ([`crate::store::Op`]).
+//! 5. The batch goes to the store's writer thread ([`crate::store::writer`]) as one unit, and
+//!    the actor goes straight on to the next batch: the rules decide batch N+1 while the
+//!    writer commits batch N (grouping whatever units have queued into one transaction).
+//! 6. Once a unit is committed, [`deliver`] publishes its events and answers its callers; so a
+//!    2xx always means "on disk". If a commit fails, its callers (and those of every unit
+//!    decided on top of it, same epoch) get `storage_unavailable`; the actor waits for the
+//!    writer to drain, reloads the rules from the database and starts a new epoch.
+
+use super::index::SessionIndex;
+use super::rules::Rules;
+use super::{CoreError, DeliveryUpdate, Outcome, Settings};
+use crate::clock::SharedClock;
+use crate::events::{Event, EventHub};
+use crate::model::{MessageRow, MessageView, SessionView, TranscriptView, TypingView};
+use crate::protocol::Callback;
+use crate::store::writer::{Payload, Unit, WriterHandle};
+use crate::store::{load, StoreError};
+use serde_json::Value;
+use sqlx::sqlite::SqliteConnection;
+use std::collections::HashMap;
+use tokio::sync::{mpsc, oneshot};
+
+/// Largest number of commands applied in one transaction.
+const MAX_BATCH: usize = 512;
+
+pub(super) type Reply<T> = oneshot::Sender<Result<T, CoreError>>;
+
+pub(super) enum Cmd {
+    Callback(Box<Callback>, Reply<Outcome>),
+    CreateSession {
+        is_call: bool,
+        title: Option<String>,
+        reply: Reply<SessionView>,
+    },
+    EndCall {
+        session_id: String,
+        reply: Reply<SessionView>,
+    },
+    DeleteSession {
+        session_id: String,
+        reply: Reply<()>,
+    },
+    UserMessage {
+        session_id: String,
+        text: String,
+        reply: Reply<MessageView>,
+    },
+    Typing {
+        session_id: String,
+        reply: Reply<Vec<TypingView>>,
+    },
+    Transcript {
+        session_id: String,
+        speaker: Option<String>,
+        text: String,
+        reply: Reply<TranscriptView>,
+    },
+    Delivery {
+        id: i64,
+        update: DeliveryUpdate,
+        reply: Reply<()>,
+    },
+    /// An app-wide event (not about one session), e.g. the assistant link's status.
+    AppEvent {
+        data: Value,
+        reply: Reply<()>,
+    },
+    Tick,
+}
+
+impl Cmd {
+    /// Answers the command with `err` without applying it.
+    fn refuse(self, err: CoreError) {
+        fn no<T>(reply: Reply<T>, err: CoreError) {
+            let _ = reply.send(Err(err));
+        }
+        match self {
+            Cmd::Callback(_, reply) => no(reply, err),
+            Cmd::CreateSession { reply, .. } => no(reply, err),
+            Cmd::EndCall { reply, .. } => no(reply, err),
+            Cmd::DeleteSession { reply, .. } => no(reply, err),
+            Cmd::UserMessage { reply, .. } => no(reply, err),
+            Cmd::Typing { reply, .. } => no(reply, err),
+            Cmd::Transcript { reply, .. } => no(reply, err),
+            Cmd::Delivery { reply, .. } => no(reply, err),
+            Cmd::AppEvent { reply, .. } => no(reply, err),
+            Cmd::Tick => {}
+        }
+    }
+}
+
+/// Sends a command's answer once its batch is committed (or failed).
+type Finish = Box<dyn FnOnce(Option<CoreError>) + Send>;
+
+fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, CoreError>) -> Finish {
+    Box::new(move |failure| {
+        let _ = reply.send(match failure {
+            Some(e) => Err(e),
+            None => result,
+        });
+    })
+}
+
+/// What a batch hands the writer besides its ops: its events and its callers' answers, which
+/// leave only after the commit.
+struct Batch {
+    events: Vec<Event>,
+    finishers: Vec<Finish>,
+}
+
+impl Payload for Batch {
+    fn fail(self, why: &str) {
+        let err = CoreError::StorageUnavailable(why.to_string());
+        for f in self.finishers {
+            f(Some(err.clone()));
+        }
+    }
+}
+
+/// Publishes the events of committed units and answers their callers, in commit order.
+async fn deliver(hub: EventHub, mut done: mpsc::UnboundedReceiver<Vec<Unit<Batch>>>) {
+    while let Some(units) = done.recv().await {
+        for u in units {
+            for e in u.payload.events {
+                hub.publish(e);
+            }
+            for f in u.payload.finishers {
+                f(None);
+            }
+        }
+    }
+}
+
+/// Starts the writer thread on `conn`, the delivery task and the actor; returns the actor's
+/// mailbox.
+pub(super) async fn start(
+    store: &crate::store::Store,
+    conn: SqliteConnection,
+    clock: SharedClock,
+    settings: Settings,
+    hub: EventHub,
+) -> Result<mpsc::Sender<Cmd>, StoreError> {
+    let mut reader = store.connect_reader().await?;
+    let rules = load_rules(&mut reader, clock, settings).await?;
+    let (done_tx, done_rx) = mpsc::unbounded_channel();
+    tokio::spawn(deliver(hub, done_rx));
+    let writer = crate::store::writer::spawn(store.clone(), conn, done_tx)?;
+    let (tx, rx) = mpsc::channel(8192);
+    let actor = Actor {
+        reader,
+        rules,
+        writer,
+        epoch: 1,
+    };
+    tokio::spawn(actor.run(rx));
+    Ok(tx)
+}
+
+/// The rules' state as the database holds it.
+async fn load_rules(
+    conn: &mut SqliteConnection,
+    clock: SharedClock,
+    settings: Settings,
+) -> Result<Rules, StoreError> {
+    let sessions = load::sessions(conn).await?;
+    let next_id = load::next_id(conn).await?;
+    let open_drafts = load::open_drafts(conn).await?;
+    Ok(Rules::new(sessions, next_id, open_drafts, clock, settings))
+}
+
+struct Actor {
+    /// Reads only (indexes, start-up state); the writer thread owns the writing connection.
+    reader: SqliteConnection,
+    rules: Rules,
+    writer: WriterHandle<Batch>,
+    epoch: u64,
+}
+
+impl Actor {
+    async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
+        loop {
+            let deadline = self.rules.next_deadline_ms();
+            let first = match deadline {
+                Some(at) => {
+                    let wait = (at - self.rules.clock().now_ms()).max(0) as u64;
+                    tokio::select! {
+                        cmd = rx.recv() => cmd,
+                        _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => Some(Cmd::Tick),
+                    }
+                }
+                None => rx.recv().await,
+            };
+            let Some(first) = first else { break };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(c) => batch.push(c),
+                    Err(_) => break,
+                }
+            }
+            if self.writer.pipeline().failed_epoch() >= self.epoch {
+                self.recover().await;
+            }
+            self.run_batch(batch).await;
+        }
+    }
+
+    /// After a failed commit: wait for the writer to settle, reload, start a new epoch.
+    async fn recover(&mut self) {
+        self.writer.pipeline().wait_drained().await;
+        loop {
+            let (clock, settings) = (self.rules.clock().clone(), self.rules.settings());
+            match load_rules(&mut self.reader, clock, settings).await {
+                Ok(mut fresh) => {
+                    fresh.keep_typing_of(&self.rules);
+                    self.rules = fresh;
+                    break;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot reload the conversation state; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+            }
+        }
+        self.epoch = self.writer.pipeline().failed_epoch() + 1;
+    }
+
+    async fn run_batch(&mut self, batch: Vec<Cmd>) {
+        let rows = match self.load_for(&batch).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                // Nothing of the batch was decided (the rules' state is unchanged): its callers
+                // are answered 503 and may retry.
+                tracing::error!(error = %e, "reading the database failed; the batch is answered 503");
+                let err = CoreError::StorageUnavailable(e.to_string());
+                for cmd in batch {
+                    cmd.refuse(err.clone());
+                }
+                return;
+            }
+        };
+        let mut finishers: Vec<Finish> = Vec::with_capacity(batch.len());
+        // A callback usually writes a row and an event: no regrowing on the way.
+        let mut events: Vec<Event> = Vec::with_capacity(batch.len());
+        self.rules.reserve_ops(2 * batch.len());
+        for cmd in batch {
+            finishers.push(self.apply(cmd, &rows, &mut events));
+        }
+        let unit = Unit {
+            epoch: self.epoch,
+            ops: self.rules.take_ops(),
+            payload: Batch { events, finishers },
+        };
+        self.writer.send(unit).await;
+        if self.writer.pipeline().is_drained() {
+            self.rules.index.evict();
+        }
+    }
+
+    /// Loads what the rules need for a batch: the index of every session it touches (a
+    /// session's index not in memory has no write in flight, so the database holds exactly
+    /// what it must), and the rows whose delivery it changes, by id.
+    async fn load_for(&mut self, batch: &[Cmd]) -> Result<HashMap<i64, MessageRow>, StoreError> {
+        self.rules.index.next_batch();
+        let mut rows = HashMap::new();
+        for cmd in batch {
+            match cmd {
+                Cmd::Callback(cb, _) => {
+                    if let Some(s) = self.rules.index_for_callback(cb) {
+                        self.ensure_index(s).await?;
+                    }
+                }
+                Cmd::UserMessage { session_id, .. } => {
+                    if let Some(s) = self.rules.index_for_user_message(session_id) {
+                        self.ensure_index(s).await?;
+                    }
+                }
+                Cmd::Transcript { session_id, .. } => {
+                    if let Some(s) = self.rules.index_for_transcript(session_id) {
+                        self.ensure_index(&s).await?;
+                    }
+                }
+                Cmd::Delivery { id, .. } => {
+                    if let Some(row) = load::message(&mut self.reader, *id).await? {
+                        rows.insert(*id, row);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(rows)
+    }
+
+    async fn ensure_index(&mut self, session_id: &str) -> Result<(), StoreError> {
+        if !self.rules.index.touch(session_id) {
+            let rows = load::session_messages(&mut self.reader, session_id).await?;
+            self.rules
+                .index
+                .insert(session_id.to_string(), SessionIndex::from_rows(&rows));
+        }
+        Ok(())
+    }
+
+    /// Hands one command to the rules; the answer leaves once the batch is committed.
+    fn apply(
+        &mut self,
+        cmd: Cmd,
+        rows: &HashMap<i64, MessageRow>,
+        events: &mut Vec<Event>,
+    ) -> Finish {
+        let rules = &mut self.rules;
+        match cmd {
+            Cmd::Callback(cb, reply) => finish(reply, Ok(rules.apply_callback(&cb, events))),
+            Cmd::CreateSession {
+                is_call,
+                title,
+                reply,
+            } => finish(reply, Ok(rules.create_session(is_call, title, events))),
+            Cmd::EndCall { session_id, reply } => {
+                finish(reply, rules.end_call(&session_id, events))
+            }
+            Cmd::DeleteSession { session_id, reply } => {
+                finish(reply, rules.delete_session(&session_id, events))
+            }
+            Cmd::UserMessage {
+                session_id,
+                text,
+                reply,
+            } => finish(reply, rules.user_message(&session_id, &text, events)),
+            Cmd::Typing { session_id, reply } => finish(reply, Ok(rules.typing_list(&session_id))),
+            Cmd::Transcript {
+                session_id,
+                speaker,
+                text,
+                reply,
+            } => finish(
+                reply,
+                rules.transcript_turn(&session_id, speaker, &text, events),
+            ),
+            Cmd::Delivery { id, update, reply } => {
+                let row = rows.get(&id).cloned();
+                finish(reply, rules.set_delivery(row, update, events))
+            }
+            Cmd::AppEvent { data, reply } => {
+                rules.app_event(data, events);
+                finish(reply, Ok(()))
+            }
+            Cmd::Tick => {
+                rules.expire(events);
+                Box::new(|_| {})
+            }
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! The session index: what the rules know of one session's stored messages, so a batch is
+//! decided without reading the database — its dedupe keys (`message_id`s and content keys of
+//! cleaned texts) and the final texts of its recent scopes. The actor loads a session's index
+//! from its stored rows before the first batch that needs it ([`Indexes::insert`]); the rules
+//! keep it up to date as they add rows; it is dropped again when too many are cached and the
+//! writer has nothing in flight (so the database holds exactly what a reload would rebuild).
+//!
+//! Content keys ([`hash_hex`]) are stored with each row; a restart derives the same ones.
+
+use crate::model::{MessageKind, MessageRow};
+use sha2::{Digest, Sha256};
+use std::collections::{HashMap, HashSet};
+
+pub(crate) fn hash_hex(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0u8]);
+    }
+    let d = h.finalize();
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(32);
+    for b in &d[..16] {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
+    }
+    out
+}
+
+/// A content key as the index holds it: the 128 bits it spells (every key [`hash_hex`] makes),
+/// so the index stores 16 bytes instead of a string. Any other stored form is hashed to 128 bits.
+pub(crate) fn key_digest(key: &str) -> u128 {
+    match (key.len(), u128::from_str_radix(key, 16)) {
+        (32, Ok(v)) => v,
+        _ => {
+            let d = Sha256::digest(key.as_bytes());
+            u128::from_be_bytes(d[..16].try_into().expect("16 bytes"))
+        }
+    }
+}
+
+/// What the rules know of one session's stored messages, so batches decide without reading
+/// the database: the dedupe keys, and the final texts of its most recent scopes. Loaded on
+/// first use.
+#[derive(Debug, Default)]
+pub(crate) struct SessionIndex {
+    pub message_ids: HashSet<String, FastHash>,
+    pub content_keys: HashSet<u128, FastHash>,
+    /// Final texts by scope, each with the scope's position among the session's scopes. Only
+    /// the last [`FINAL_SCOPES`] (at least) are kept: they answer whether a late stream part
+    /// repeats a final text, which happens within a reply or two, not hundreds later (and a
+    /// draft that settles on a final text is dropped by its content key anyway).
+    finals: HashMap<String, (u64, Vec<String>), FastHash>,
+    scopes: u64,
+    last_used: u64,
+}
+
+/// Scopes whose final texts a session index keeps (it prunes at twice as many).
+pub(crate) const FINAL_SCOPES: u64 = 1024;
+
+impl SessionIndex {
+    pub fn add(&mut self, row: &MessageRow) {
+        if let Some(m) = &row.message_id {
+            self.message_ids.insert(m.clone());
+        }
+        if let Some(k) = &row.content_key {
+            self.content_keys.insert(key_digest(k));
+        }
+        if !row.draft && matches!(row.kind, MessageKind::Assistant | MessageKind::Notice) {
+            if let Some(scope) = &row.scope {
+                self.scopes += 1;
+                let at = self.scopes;
+                match self.finals.get_mut(scope.as_str()) {
+                    Some((seen, texts)) => {
+                        *seen = at;
+                        texts.push(row.text.clone());
+                    }
+                    None => {
+                        self.finals
+                            .insert(scope.clone(), (at, vec![row.text.clone()]));
+                        if self.finals.len() as u64 > 2 * FINAL_SCOPES {
+                            let keep_after = at - FINAL_SCOPES;
+                            self.finals.retain(|_, (seen, _)| *seen > keep_after);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A final text of the scope starts with `text`: a draft of it is redundant.
+    pub fn final_extends(&self, scope: &str, text: &str) -> bool {
+        self.finals
+            .get(scope)
+            .is_some_and(|(_, v)| v.iter().any(|f| f.starts_with(text)))
+    }
+}
+
+/// The hasher of the rules' maps keyed by ids (session ids, message ids, scopes): seeded per
+/// process, several times faster than SipHash on them. Keys come only from token holders.
+pub(crate) type FastHash = foldhash::fast::RandomState;
+
+/// Sessions whose index stays in memory between batches.
+const INDEX_CACHE: usize = 64;
+
+impl SessionIndex {
+    /// The index of a session, from its stored rows (oldest first).
+    pub fn from_rows(rows: &[MessageRow]) -> SessionIndex {
+        let mut idx = SessionIndex::default();
+        for row in rows {
+            idx.add(row);
+        }
+        idx
+    }
+}
+
+/// The indexes in memory, by session, with the batch that last used each.
+#[derive(Debug, Default)]
+pub(crate) struct Indexes {
+    map: HashMap<String, SessionIndex, FastHash>,
+    batch_no: u64,
+}
+
+impl Indexes {
+    /// A new batch starts: what it touches counts as used by it.
+    pub fn next_batch(&mut self) {
+        self.batch_no += 1;
+    }
+
+    /// Marks a session's index used by this batch; `false` when it is not in memory.
+    pub fn touch(&mut self, session_id: &str) -> bool {
+        let batch = self.batch_no;
+        match self.map.get_mut(session_id) {
+            Some(i) => {
+                i.last_used = batch;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Adds a session's index (loaded from its rows, or empty for a new session).
+    pub fn insert(&mut self, session_id: String, mut index: SessionIndex) {
+        index.last_used = self.batch_no;
+        self.map.insert(session_id, index);
+    }
+
+    pub fn remove(&mut self, session_id: &str) {
+        self.map.remove(session_id);
+    }
+
+    pub fn get(&self, session_id: &str) -> Option<&SessionIndex> {
+        self.map.get(session_id)
+    }
+
+    pub fn get_mut(&mut self, session_id: &str) -> Option<&mut SessionIndex> {
+        self.map.get_mut(session_id)
+    }
+
+    /// Keeps the most recently used half when more than [`INDEX_CACHE`] are cached. Only when
+    /// the writer has nothing in flight: an index in memory may hold rows not yet committed.
+    pub fn evict(&mut self) {
+        if self.map.len() <= INDEX_CACHE {
+            return;
+        }
+        let mut ages: Vec<u64> = self.map.values().map(|i| i.last_used).collect();
+        ages.sort_unstable();
+        let cutoff = ages[ages.len() - INDEX_CACHE / 2];
+        self.map.retain(|_, i| i.last_used >= cutoff);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h_bytes(parts: &[&str]) -> Vec<u8> {
+        let mut h = Sha256::new();
+        for p in parts {
+            h.update(p.as_bytes());
+            h.update([0u8]);
+        }
+        h.finalize().to_vec()
+    }
+
+    #[test]
+    fn a_session_index_keeps_the_final_texts_of_its_recent_scopes() {
+        let final_row = |n: u64| MessageRow {
+            id: n as i64,
+            session_id: "s".into(),
+            kind: MessageKind::Assistant,
+            text: format!("The answer to question {n}."),
+            message_id: Some(format!("m{n}")),
+            task_id: None,
+            user_message_id: None,
+            scope: Some(format!("u{n}")),
+            error_code: None,
+            occurred_at: None,
+            received_at: "2026-11-29T12:00:00Z".into(),
+            sort_key: n as i64,
+            draft: false,
+            hidden: false,
+            content_key: Some(hash_hex(&[&n.to_string()])),
+            draft_key: None,
+            speaker: None,
+            delivery: None,
+            delivery_error: None,
+        };
+        let mut idx = SessionIndex::default();
+        let total = 5 * FINAL_SCOPES;
+        for n in 1..=total {
+            idx.add(&final_row(n));
+        }
+        assert!(idx.finals.len() as u64 <= 2 * FINAL_SCOPES);
+        // The recent scopes answer; a prefix of their final is redundant, other text is not.
+        for n in total - FINAL_SCOPES + 1..=total {
+            assert!(
+                idx.final_extends(&format!("u{n}"), "The answer"),
+                "scope u{n}"
+            );
+        }
+        assert!(!idx.final_extends(&format!("u{total}"), "Another answer"));
+        assert!(!idx.final_extends("u1", "The answer"), "long forgotten");
+        // A scope that gets another final stays recent.
+        idx.add(&MessageRow {
+            text: "A second final.".into(),
+            ..final_row(total - FINAL_SCOPES)
+        });
+        for n in total + 1..total + FINAL_SCOPES {
+            idx.add(&final_row(n));
+        }
+        assert!(idx.final_extends(&format!("u{}", total - FINAL_SCOPES), "A second"));
+        // Dedupe keys are never forgotten.
+        assert_eq!(idx.message_ids.len() as u64, total + FINAL_SCOPES - 1);
+    }
+
+    #[test]
+    fn content_hashes_keep_their_stored_form() {
+        // Stored rows carry these keys; a restart must derive the same ones.
+        let parts = ["task", "Caf\u{e9} \u{25c9}", ""];
+        let mut h = Sha256::new();
+        for p in parts {
+            h.update(p.as_bytes());
+            h.update([0u8]);
+        }
+        let expected: String = h.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(hash_hex(&parts), expected);
+        assert_eq!(hash_hex(&parts).len(), 32);
+        // The index holds the same 128 bits; other forms get a digest of their own.
+        assert_eq!(
+            key_digest(&expected),
+            u128::from_be_bytes(h_bytes(&parts)[..16].try_into().unwrap())
+        );
+        assert_ne!(key_digest("not-hex"), key_digest("not-hex."));
+    }
+}

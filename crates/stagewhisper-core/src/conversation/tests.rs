@@ -1,0 +1,480 @@
+//! The conversation with a manual clock on a real SQLite file: timers fire only when the
+//! test moves time, so nothing sleeps.
+use super::*;
+use crate::clock::ManualClock;
+use crate::protocol::parse_callback;
+use crate::store::load;
+use chrono::DateTime;
+use serde_json::json;
+use std::sync::Arc;
+
+const TASK: &str = "3dac4154-7224-4cd4-88a0-14428dc826d7";
+
+async fn start(timeout_ms: i64) -> (Conversation, Arc<ManualClock>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, conn) = Store::open(&dir.path().join("t.db"), Default::default())
+        .await
+        .unwrap();
+    let clock = ManualClock::new(DateTime::from_timestamp(1_800_000_000, 0).unwrap());
+    let c = Conversation::start(
+        store,
+        conn,
+        clock.clone(),
+        Settings {
+            typing_timeout_ms: timeout_ms,
+            insights_grace_ms: 60_000,
+        },
+    )
+    .await
+    .unwrap();
+    (c, clock, dir)
+}
+
+async fn post(c: &Conversation, body: serde_json::Value) -> Outcome {
+    c.submit(parse_callback(TASK, body.to_string().as_bytes()).unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_failed_commit_writes_nothing_and_answers_storage_unavailable() {
+    let (c, _clock, dir) = start(30_000).await;
+    let s = c.create_session(false, None).await.unwrap().session_id;
+    let msg = |id: &str, text: &str| {
+        parse_callback(
+            TASK,
+            json!({"session_id": s, "status": "message", "message_id": id, "reply_text": text})
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap()
+    };
+    // A second connection makes SQLite itself refuse one row, inside the writer's commit.
+    use sqlx::ConnectOptions;
+    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(dir.path().join("t.db"))
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query(
+        "CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.text = 'boom' \
+         BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+    )
+    .execute(&mut other)
+    .await
+    .unwrap();
+    assert_eq!(c.submit(msg("m1", "one")).await.unwrap(), Outcome::Applied);
+    let err = c.submit(msg("m2", "boom")).await.unwrap_err();
+    assert!(matches!(err, CoreError::StorageUnavailable(_)), "{err:?}");
+    // Nothing of the failed batch stayed, in the database or in memory: the same
+    // message_id is new once SQLite accepts it.
+    assert_eq!(
+        c.submit(msg("m3", "three")).await.unwrap(),
+        Outcome::Applied
+    );
+    sqlx::query("DROP TRIGGER refuse")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(c.submit(msg("m2", "boom")).await.unwrap(), Outcome::Applied);
+    assert_eq!(
+        c.submit(msg("m2", "boom")).await.unwrap(),
+        Outcome::Duplicate
+    );
+    let texts: Vec<String> = c
+        .messages(&s)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(texts, ["one", "three", "boom"]);
+    let events = c.store().events_after(0, 1000).await.unwrap();
+    let added = events
+        .iter()
+        .filter(|(_, data)| data.contains("\"type\":\"message_added\""))
+        .count();
+    assert_eq!(added, 3, "no event of the failed batch was logged");
+}
+
+#[tokio::test]
+async fn a_constraint_failing_late_in_a_commit_takes_its_earlier_rows_back_too() {
+    // Rows go in as `INSERT OR ROLLBACK` (no statement journal): a violation ends the whole
+    // transaction at once; the writer must not leave the message rows written before it.
+    let (c, _clock, dir) = start(30_000).await;
+    let s = c.create_session(false, None).await.unwrap().session_id;
+    post(
+        &c,
+        json!({"session_id": s, "status": "message", "message_id": "m1", "reply_text": "one"}),
+    )
+    .await;
+    // The reply to a typing scope writes its row (its own event), then `typing_stopped`
+    // into `events`. Another connection takes that event's id: the message row goes in
+    // first, then the event clashes on the primary key.
+    post(
+        &c,
+        json!({"session_id": s, "status": "typing", "user_message_id": "u2"}),
+    )
+    .await;
+    use sqlx::ConnectOptions;
+    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(dir.path().join("t.db"))
+        .connect()
+        .await
+        .unwrap();
+    let taken = c.store().last_event_id().await.unwrap() + 2;
+    sqlx::query("INSERT INTO events (id, session_id, data) VALUES (?, 'elsewhere', '{\"type\":\"marker\"}')")
+        .bind(taken)
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let two = parse_callback(
+        TASK,
+        json!({"session_id": s, "status": "message", "message_id": "m2", "user_message_id": "u2", "reply_text": "two"})
+            .to_string()
+            .as_bytes(),
+    )
+    .unwrap();
+    let err = c.submit(two.clone()).await.unwrap_err();
+    assert!(matches!(err, CoreError::StorageUnavailable(_)), "{err:?}");
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE session_id = ?")
+        .bind(&s)
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(rows, 1, "the failed commit's message row was taken back");
+    // After the reload the ids move past the taken one and the resend is accepted once.
+    assert_eq!(c.submit(two.clone()).await.unwrap(), Outcome::Applied);
+    assert_eq!(c.submit(two).await.unwrap(), Outcome::Duplicate);
+    let texts: Vec<String> = c
+        .messages(&s)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(texts, ["one", "two"]);
+}
+
+#[tokio::test]
+async fn ids_of_a_deleted_session_are_never_handed_out_again() {
+    let (c, _clock, _dir) = start(30_000).await;
+    let s = c.create_session(false, None).await.unwrap().session_id;
+    for n in 0..3 {
+        post(&c, json!({"session_id": s, "status": "message", "message_id": format!("m{n}"), "reply_text": format!("reply {n}")})).await;
+    }
+    let highest = c.messages(&s).await.unwrap().last().unwrap().id;
+    let last_event = c.store().last_event_id().await.unwrap();
+    c.delete_session(&s).await.unwrap();
+    // What a restart would start from: past the deleted rows, though none is left.
+    let mut conn = c.store().connect_reader().await.unwrap();
+    let next = load::next_id(&mut conn).await.unwrap();
+    assert!(next > highest, "{next} <= {highest}");
+    assert!(next > last_event, "{next} <= {last_event}");
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM messages")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
+#[tokio::test]
+async fn typing_clears_when_the_inactivity_timer_runs_out() {
+    let (c, clock, _dir) = start(30_000).await;
+    let s = c.create_session(false, None).await.unwrap().session_id;
+    post(
+        &c,
+        json!({"session_id": s, "status": "typing", "user_message_id": "u1", "label": "thinking"}),
+    )
+    .await;
+    assert_eq!(
+        c.typing(&s).await.unwrap()[0].label.as_deref(),
+        Some("thinking")
+    );
+    clock.advance_ms(20_000);
+    post(
+        &c,
+        json!({"session_id": s, "status": "typing", "user_message_id": "u1"}),
+    )
+    .await;
+    clock.advance_ms(29_000); // 49 s after the first, 29 s after the keepalive
+    c.tick().await.unwrap();
+    assert_eq!(c.typing(&s).await.unwrap().len(), 1, "kept alive");
+    clock.advance_ms(1_000);
+    c.tick().await.unwrap();
+    assert!(c.typing(&s).await.unwrap().is_empty(), "expired");
+    let mut sub = c.hub().subscribe(c.store().clone(), 0);
+    let mut last = String::new();
+    while sub.cursor() < c.store().last_event_id().await.unwrap() {
+        last = sub.next().await.unwrap().json.clone();
+    }
+    assert!(
+        last.contains("\"typing_stopped\"") && last.contains("\"timeout\""),
+        "{last}"
+    );
+}
+
+#[tokio::test]
+async fn typing_after_completed_does_not_stick() {
+    let (c, clock, _dir) = start(30_000).await;
+    let s = c.create_session(false, None).await.unwrap().session_id;
+    post(
+        &c,
+        json!({"session_id": s, "status": "typing", "user_message_id": "u1"}),
+    )
+    .await;
+    post(
+        &c,
+        json!({"session_id": s, "status": "completed", "user_message_id": "u1"}),
+    )
+    .await;
+    assert!(c.typing(&s).await.unwrap().is_empty());
+    post(
+        &c,
+        json!({"session_id": s, "status": "typing", "user_message_id": "u1"}),
+    )
+    .await;
+    assert_eq!(c.typing(&s).await.unwrap().len(), 1);
+    clock.advance_ms(30_000);
+    c.tick().await.unwrap();
+    assert!(c.typing(&s).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn the_log_replays_every_event_exactly_as_it_was_emitted() {
+    let (c, _clock, _dir) = start(30_000).await;
+    let mut live = c.hub().subscribe(c.store().clone(), 0);
+    let s = c.create_session(true, None).await.unwrap().session_id;
+    // Logged by reference (final assistant rows, notices, errors) and in full (drafts that
+    // change, user messages whose delivery changes, insights).
+    post(&c, json!({"session_id": s, "status": "message", "message_id": "a", "reply_text": "Final \"answer\" é"})).await;
+    post(&c, json!({"session_id": s, "status": "notice", "message_id": "n", "reply_text": "Working on it"})).await;
+    post(&c, json!({"session_id": s, "status": "errored", "error_code": "E1", "error_message": "It broke"})).await;
+    post(&c, json!({"session_id": s, "status": "stream", "chunk": {"type": "text-delta", "id": "p", "delta": "Dra"}})).await;
+    post(&c, json!({"session_id": s, "status": "stream", "chunk": {"type": "text-delta", "id": "p", "delta": "ft"}})).await;
+    post(&c, json!({"session_id": s, "status": "message", "message_id": "d", "reply_text": "Draft done"})).await;
+    post(&c, json!({"session_id": format!("insights:{s}"), "status": "message", "message_id": "i", "reply_text": "Tip"})).await;
+    let user = c.user_message(&s, "Hello").await.unwrap();
+    c.set_delivery(
+        user.id,
+        DeliveryUpdate {
+            state: DeliveryState::Sent,
+            task_id: None,
+            error: None,
+        },
+    )
+    .await
+    .unwrap();
+    let last = c.store().last_event_id().await.unwrap();
+    let mut emitted = Vec::new();
+    loop {
+        let e = live.next().await.unwrap();
+        emitted.push((e.id, serde_json::from_str::<Value>(&e.json).unwrap()));
+        if e.id == last {
+            break;
+        }
+    }
+    let mut replay = c.hub().subscribe(c.store().clone(), 0);
+    for (id, json) in &emitted {
+        let e = replay.next().await.unwrap();
+        assert_eq!(e.id, *id);
+        assert_eq!(
+            &serde_json::from_str::<Value>(&e.json).unwrap(),
+            json,
+            "event {id}"
+        );
+    }
+    let mut reader = c.store().connect_reader().await.unwrap();
+    let logged: Vec<String> =
+        sqlx::query_scalar("SELECT kind FROM messages WHERE logged = 1 ORDER BY id")
+            .fetch_all(&mut reader)
+            .await
+            .unwrap();
+    assert_eq!(
+        logged,
+        ["assistant", "notice", "error"],
+        "the final message, the notice and the error are their own events"
+    );
+    let in_log: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM events WHERE id IN (SELECT id FROM messages WHERE logged = 1)",
+    )
+    .fetch_one(&mut reader)
+    .await
+    .unwrap();
+    assert_eq!(in_log, 0, "and have no row in `events`");
+    // Logged by an earlier version: the same events as references (`message_row`, data
+    // `{"type","session_id"}`) in `events`. Same replay.
+    let mut w = sqlx::ConnectOptions::connect(
+        &sqlx::sqlite::SqliteConnectOptions::new().filename(c.store().path()),
+    )
+    .await
+    .unwrap();
+    let old = sqlx::query(
+        "INSERT INTO events (id, session_id, data, message_row) \
+         SELECT id, session_id, json_object('type', 'message_added', 'session_id', \
+         session_id), id FROM messages WHERE logged = 1",
+    )
+    .execute(&mut w)
+    .await
+    .unwrap();
+    assert_eq!(old.rows_affected(), 3);
+    sqlx::query("UPDATE messages SET logged = 0")
+        .execute(&mut w)
+        .await
+        .unwrap();
+    let mut replay = c.hub().subscribe(c.store().clone(), 0);
+    for (id, json) in &emitted {
+        let e = replay.next().await.unwrap();
+        assert_eq!(
+            &serde_json::from_str::<Value>(&e.json).unwrap(),
+            json,
+            "event {id} (old form)"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_merged_log_pages_in_order_without_gaps_or_repeats() {
+    // Rows that are their own event interleave with events logged in `events`; every page
+    // boundary must land between them correctly.
+    let (c, _clock, _dir) = start(30_000).await;
+    let s = c.create_session(false, None).await.unwrap().session_id;
+    for n in 0..120 {
+        let scope = format!("u{n}");
+        post(
+            &c,
+            json!({"session_id": s, "status": "typing", "user_message_id": scope}),
+        )
+        .await;
+        post(&c, json!({"session_id": s, "status": "message", "user_message_id": scope, "message_id": format!("m{n}"), "reply_text": format!("reply {n}")})).await;
+    }
+    let whole = c.store().events_after(0, 10_000).await.unwrap();
+    let types: Vec<String> = whole
+        .iter()
+        .map(|(_, d)| {
+            serde_json::from_str::<Value>(d).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(types.iter().filter(|t| *t == "message_added").count(), 120);
+    assert_eq!(types.iter().filter(|t| *t == "typing_started").count(), 120);
+    assert_eq!(types.iter().filter(|t| *t == "typing_stopped").count(), 120);
+    assert!(
+        whole.windows(2).all(|w| w[0].0 < w[1].0),
+        "strictly increasing"
+    );
+    for page in [1, 2, 3, 7, 50] {
+        let mut cursor = 0;
+        let mut paged = Vec::new();
+        loop {
+            let rows = c.store().events_after(cursor, page).await.unwrap();
+            let Some(last) = rows.last() else { break };
+            cursor = last.0;
+            paged.extend(rows);
+        }
+        assert_eq!(paged, whole, "pages of {page}");
+    }
+    assert_eq!(
+        c.store().last_event_id().await.unwrap(),
+        whole.last().unwrap().0
+    );
+}
+
+#[tokio::test]
+async fn an_interrupted_draft_settles_as_is_on_timeout() {
+    let (c, clock, _dir) = start(5_000).await;
+    let s = c.create_session(false, None).await.unwrap().session_id;
+    for chunk in [
+        json!({"type": "text-start", "id": "p1"}),
+        json!({"type": "text-delta", "id": "p1", "delta": "Half an ans"}),
+    ] {
+        post(
+            &c,
+            json!({"session_id": s, "status": "stream", "chunk": chunk}),
+        )
+        .await;
+    }
+    let m = c.messages(&s).await.unwrap();
+    assert_eq!(
+        (m.len(), m[0].draft, m[0].text.as_str()),
+        (1, true, "Half an ans")
+    );
+    clock.advance_ms(4_999);
+    c.tick().await.unwrap();
+    assert!(c.messages(&s).await.unwrap()[0].draft);
+    clock.advance_ms(1);
+    c.tick().await.unwrap();
+    let m = c.messages(&s).await.unwrap();
+    assert_eq!(
+        (m.len(), m[0].draft, m[0].text.as_str()),
+        (1, false, "Half an ans")
+    );
+}
+
+#[tokio::test]
+async fn insights_session_ends_after_its_grace_period() {
+    let (c, clock, _dir) = start(30_000).await;
+    let call = c.create_session(true, None).await.unwrap();
+    let ins = call.insights_session_id.clone().unwrap();
+    c.end_call(&call.session_id).await.unwrap();
+    clock.advance_ms(60_000);
+    let reply = json!({"session_id": ins, "status": "message", "message_id": "a", "reply_text": "late but in time"});
+    assert_eq!(post(&c, reply).await, Outcome::Applied);
+    clock.advance_ms(1);
+    let reply = json!({"session_id": ins, "status": "message", "message_id": "b", "reply_text": "too late"});
+    assert_eq!(post(&c, reply).await, Outcome::SessionEnded);
+    // The chat of an ended call stays open for the review.
+    let chat = json!({"session_id": call.session_id, "status": "message", "message_id": "c", "reply_text": "review"});
+    assert_eq!(post(&c, chat).await, Outcome::Applied);
+    assert_eq!(c.insights(&call.session_id).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_final_message_with_a_leftover_cursor_settles_the_finished_stream() {
+    // After `finish`, a trailing cursor on the task's final message is a leftover: the
+    // message settles the stream's draft in place, at once, and adds no second entry.
+    let (c, clock, _dir) = start(30_000).await;
+    let s = c.create_session(false, None).await.unwrap().session_id;
+    for chunk in [
+        json!({"type": "start"}),
+        json!({"type": "text-start", "id": "p1"}),
+        json!({"type": "text-delta", "id": "p1", "delta": "Hello "}),
+        json!({"type": "text-delta", "id": "p1", "delta": "streamed "}),
+        json!({"type": "text-delta", "id": "p1", "delta": "world \u{2589}"}),
+        json!({"type": "text-end", "id": "p1"}),
+        json!({"type": "finish"}),
+    ] {
+        post(
+            &c,
+            json!({"session_id": s, "status": "stream", "chunk": chunk}),
+        )
+        .await;
+    }
+    let m = c.messages(&s).await.unwrap();
+    assert_eq!(
+        (m.len(), m[0].draft, m[0].text.as_str()),
+        (1, true, "Hello streamed world")
+    );
+    let draft_id = m[0].id;
+    let last = json!({"session_id": s, "status": "message", "message_id": "m-final",
+        "reply_text": "\n\nHello streamed world \u{2589}"});
+    assert_eq!(post(&c, last.clone()).await, Outcome::Applied);
+    let settled = |m: &[MessageView]| {
+        m.iter()
+            .map(|m| (m.id, m.draft, m.text.clone()))
+            .collect::<Vec<_>>()
+    };
+    let want = vec![(draft_id, false, "Hello streamed world".to_string())];
+    assert_eq!(settled(&c.messages(&s).await.unwrap()), want, "at once");
+    assert_eq!(post(&c, last).await, Outcome::Duplicate);
+    // Nothing is left for the inactivity timer to settle.
+    clock.advance_ms(30_000);
+    c.tick().await.unwrap();
+    assert_eq!(
+        settled(&c.messages(&s).await.unwrap()),
+        want,
+        "after the timeout"
+    );
+}

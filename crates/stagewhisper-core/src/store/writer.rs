@@ -1,0 +1,426 @@
+//! The commit path: one thread owns the writer connection and commits what the conversation
+//! decided, grouping whatever has queued up into one SQLite transaction (group commit).
+//!
+//! - [`spawn`] starts the thread. It takes the connection's own SQLite handle once (sqlx's
+//!   `lock_handle`, wrapped by [`RawConn`] in `raw.rs`) and runs every commit synchronously on
+//!   it, so a commit costs no hand-off between threads.
+//! - [`commit`] writes one group: inserts first, grouped into multi-row `INSERT OR ROLLBACK`
+//!   statements prepared once, then the updates and deletes in order; all or nothing.
+//! - [`Pipeline`] is what the deciding side and this thread share: units in flight, and the
+//!   newest *epoch* a commit failed in. A unit decided on top of a failed one (same epoch or
+//!   older) is failed without being written; the deciding side reloads and starts a new epoch.
+//!
+//! A [`Unit`] carries its ops and an opaque payload (the conversation's events and answers):
+//! committed units go back over the `done` channel in commit order; a failed one has its
+//! payload told why ([`Payload::fail`]).
+
+use super::{Op, RawConn, RawError, Store, StoreError};
+use crate::model::MessageRow;
+use sqlx::sqlite::SqliteConnection;
+use sqlx::Connection;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::{mpsc, Notify};
+
+/// Most units the writer commits in one transaction.
+pub const MAX_UNITS_PER_COMMIT: usize = 64;
+
+/// What the deciding side hands over: the writes of one batch, and what to do once they are
+/// committed (carried back over the `done` channel) or failed.
+pub struct Unit<P> {
+    pub epoch: u64,
+    pub ops: Vec<Op>,
+    pub payload: P,
+}
+
+/// The part of a [`Unit`] the writer does not look into.
+pub trait Payload: Send + 'static {
+    /// The unit was not committed (nothing of it is written).
+    fn fail(self, why: &str);
+}
+
+/// Shared between the deciding side and the writer thread.
+#[derive(Default)]
+pub struct Pipeline {
+    /// Units sent to the writer and not yet committed or failed.
+    in_flight: AtomicUsize,
+    /// The newest epoch a commit failed in (0: none).
+    failed_epoch: AtomicU64,
+    /// Rung when `in_flight` drops to zero.
+    drained: Notify,
+}
+
+impl Pipeline {
+    /// The newest epoch a commit (or a decision) failed in; 0 when none did.
+    pub fn failed_epoch(&self) -> u64 {
+        self.failed_epoch.load(Ordering::Acquire)
+    }
+
+    /// Fails `epoch`: every unit of it (or older) still queued is failed unwritten.
+    pub fn fail_epoch(&self, epoch: u64) {
+        self.failed_epoch.fetch_max(epoch, Ordering::AcqRel);
+    }
+
+    /// Nothing is in flight: every unit sent is committed or failed.
+    pub fn is_drained(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+    }
+
+    /// Waits until nothing is in flight.
+    pub async fn wait_drained(&self) {
+        loop {
+            let notified = self.drained.notified();
+            if self.is_drained() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// `n` units left the pipeline (committed or failed); `true` when it is now empty.
+    fn returned(&self, n: usize) -> bool {
+        let drained = self.in_flight.fetch_sub(n, Ordering::AcqRel) == n;
+        if drained {
+            self.drained.notify_waiters();
+        }
+        drained
+    }
+}
+
+/// The deciding side's end of the writer: sends units, counting them in flight.
+pub struct WriterHandle<P> {
+    tx: mpsc::Sender<Unit<P>>,
+    pipeline: Arc<Pipeline>,
+}
+
+impl<P: Payload> WriterHandle<P> {
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// Queues a unit for the next commit (waits while the queue is full).
+    pub async fn send(&self, unit: Unit<P>) {
+        self.pipeline.in_flight.fetch_add(1, Ordering::AcqRel);
+        if let Err(mpsc::error::SendError(u)) = self.tx.send(unit).await {
+            self.pipeline.returned(1);
+            u.payload.fail("the writer stopped");
+        }
+    }
+}
+
+/// Starts the writer thread on `conn` (the store's one writer connection). Committed units
+/// go to `done`, in commit order.
+pub fn spawn<P: Payload>(
+    store: Store,
+    conn: SqliteConnection,
+    done: mpsc::UnboundedSender<Vec<Unit<P>>>,
+) -> Result<WriterHandle<P>, StoreError> {
+    let pipeline = Arc::new(Pipeline::default());
+    let (tx, rx) = mpsc::channel(MAX_UNITS_PER_COMMIT);
+    let writer = Writer {
+        store,
+        pipeline: pipeline.clone(),
+        done,
+    };
+    std::thread::Builder::new()
+        .name("sw-writer".into())
+        .spawn(move || writer.run(conn, rx))?;
+    Ok(WriterHandle { tx, pipeline })
+}
+
+/// The writer stage runs on its own thread: it holds the writer connection's SQLite handle for
+/// its whole life and commits synchronously ([`commit`]), so a commit costs no hand-off
+/// between threads (see `raw.rs`).
+struct Writer<P> {
+    store: Store,
+    pipeline: Arc<Pipeline>,
+    /// Committed units go to a task on the runtime, which publishes their events and answers
+    /// their callers: one wake-up of the runtime per commit instead of one per caller.
+    done: mpsc::UnboundedSender<Vec<Unit<P>>>,
+}
+
+impl<P: Payload> Writer<P> {
+    fn run(self, mut conn: SqliteConnection, mut rx: mpsc::Receiver<Unit<P>>) {
+        let mut locked = match futures_executor::block_on(conn.lock_handle()) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "the writer cannot reach its connection");
+                while let Some(u) = rx.blocking_recv() {
+                    self.pipeline.fail_epoch(u.epoch);
+                    u.payload.fail("the writer has no connection");
+                    self.pipeline.returned(1);
+                }
+                return;
+            }
+        };
+        // SAFETY: `locked` is sqlx's lock on this connection's handle, held until `db` is gone;
+        // nothing else uses the connection meanwhile (the writer owns it).
+        let mut db = unsafe { RawConn::new(locked.as_raw_handle()) };
+        while let Some(first) = rx.blocking_recv() {
+            let mut units = vec![first];
+            while units.len() < MAX_UNITS_PER_COMMIT {
+                match rx.try_recv() {
+                    Ok(u) => units.push(u),
+                    Err(_) => break,
+                }
+            }
+            let n = units.len();
+            self.commit(&mut db, units);
+            if self.pipeline.returned(n) && rx.is_empty() {
+                self.store.idle();
+            }
+        }
+        drop(db);
+        drop(locked);
+        if let Err(e) = futures_executor::block_on(conn.close()) {
+            tracing::warn!(error = %e, "closing the writer connection failed");
+        }
+        tracing::debug!("conversation writer stopped");
+    }
+
+    fn commit(&self, db: &mut RawConn, units: Vec<Unit<P>>) {
+        let failed = self.pipeline.failed_epoch();
+        let (doomed, live): (Vec<Unit<P>>, Vec<Unit<P>>) =
+            units.into_iter().partition(|u| u.epoch <= failed);
+        for u in doomed {
+            u.payload.fail("an earlier write failed");
+        }
+        if live.is_empty() {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let ops: Vec<&Op> = live.iter().flat_map(|u| u.ops.iter()).collect();
+        let wrote = !ops.is_empty();
+        let result = if wrote { commit(db, &ops) } else { Ok(()) };
+        drop(ops);
+        if started.elapsed() > std::time::Duration::from_millis(50) {
+            tracing::debug!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "slow commit"
+            );
+        }
+        match result {
+            Ok(()) => {
+                if wrote {
+                    self.store.committed();
+                }
+                // If the runtime is gone, so are the callers.
+                let _ = self.done.send(live);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "commit failed; its callbacks are answered 503 and the state reloads");
+                let newest = live.iter().map(|u| u.epoch).max().unwrap_or(0);
+                self.pipeline.fail_epoch(newest);
+                let why = e.to_string();
+                for u in live {
+                    u.payload.fail(&why);
+                }
+            }
+        }
+    }
+}
+
+/// Commits a batch's ops in one transaction on the writer's raw handle (see [`apply_all`]
+/// for the order). On any error the transaction is rolled back: nothing of the batch is
+/// written. Rows go in as `INSERT OR ROLLBACK`: a violation ends the transaction at once,
+/// so SQLite keeps no statement journal for the multi-row inserts (a copy of every page
+/// they touch, about a tenth of the writer's time).
+pub fn commit(db: &mut RawConn, ops: &[&Op]) -> Result<(), StoreError> {
+    db.execute("BEGIN", &[])?;
+    let result = apply_all(db, ops).and_then(|()| db.execute("COMMIT", &[]));
+    if result.is_err() && db.in_transaction() {
+        let _ = db.execute("ROLLBACK", &[]);
+    }
+    Ok(result?)
+}
+
+/// Inserts go first, grouped into multi-row statements of power-of-two sizes (few distinct
+/// statements, each prepared once); the other ops follow in order. That is equivalent to
+/// applying them in order because nothing updates or deletes a row before inserting it.
+fn apply_all(db: &mut RawConn, ops: &[&Op]) -> Result<(), RawError> {
+    let messages: Vec<(&MessageRow, bool)> = ops
+        .iter()
+        .filter_map(|o| match o {
+            Op::InsertMessage { row, logged } => Some((row, *logged)),
+            _ => None,
+        })
+        .collect();
+    let mut params = Vec::new();
+    for rows in chunks(&messages) {
+        params.clear();
+        for (m, logged) in rows {
+            params.extend_from_slice(&[
+                m.id.into(),
+                (&m.session_id).into(),
+                m.kind.as_str().into(),
+                (&m.text).into(),
+                (&m.message_id).into(),
+                (&m.task_id).into(),
+                (&m.user_message_id).into(),
+                (&m.scope).into(),
+                (&m.content_key).into(),
+                (&m.error_code).into(),
+                (&m.occurred_at).into(),
+                (&m.received_at).into(),
+                m.sort_key.into(),
+                m.draft.into(),
+                (&m.draft_key).into(),
+                m.hidden.into(),
+                (&m.speaker).into(),
+                (&m.delivery).into(),
+                (&m.delivery_error).into(),
+                (*logged).into(),
+            ]);
+        }
+        db.execute(insert_sql(&INSERT_MESSAGES, rows.len()), &params)?;
+    }
+    let events: Vec<(i64, &str, &str)> = ops
+        .iter()
+        .filter_map(|o| match o {
+            Op::InsertEvent {
+                id,
+                session_id,
+                data,
+            } => Some((*id, session_id.as_str(), data.as_str())),
+            _ => None,
+        })
+        .collect();
+    for rows in chunks(&events) {
+        params.clear();
+        for (id, session_id, data) in rows {
+            params.extend_from_slice(&[(*id).into(), (*session_id).into(), (*data).into()]);
+        }
+        db.execute(insert_sql(&INSERT_EVENTS, rows.len()), &params)?;
+    }
+    ops.iter().try_for_each(|op| apply(db, op))
+}
+
+/// Most rows per insert statement.
+const MAX_CHUNK: usize = 64;
+
+/// Splits rows into power-of-two chunks of at most [`MAX_CHUNK`].
+fn chunks<T>(mut rows: &[T]) -> impl Iterator<Item = &[T]> {
+    std::iter::from_fn(move || {
+        if rows.is_empty() {
+            return None;
+        }
+        let rest = rows.len().min(MAX_CHUNK);
+        let n = 1usize << (usize::BITS - 1 - rest.leading_zeros());
+        let (chunk, tail) = rows.split_at(n);
+        rows = tail;
+        Some(chunk)
+    })
+}
+
+/// A multi-row INSERT: its head, columns per row, and its texts per power of two (built once).
+struct InsertSql {
+    head: &'static str,
+    columns: usize,
+    texts: std::sync::OnceLock<Vec<String>>,
+}
+
+static INSERT_MESSAGES: InsertSql = InsertSql {
+    head: "INSERT OR ROLLBACK INTO messages (id, session_id, kind, text, message_id, task_id, \
+           user_message_id, scope, content_key, error_code, occurred_at, received_at, sort_key, \
+           draft, draft_key, hidden, speaker, delivery, delivery_error, logged) VALUES ",
+    columns: 20,
+    texts: std::sync::OnceLock::new(),
+};
+
+static INSERT_EVENTS: InsertSql = InsertSql {
+    head: "INSERT OR ROLLBACK INTO events (id, session_id, data) VALUES ",
+    columns: 3,
+    texts: std::sync::OnceLock::new(),
+};
+
+fn insert_sql(sql: &'static InsertSql, rows: usize) -> &'static str {
+    let texts = sql.texts.get_or_init(|| {
+        let one = format!("({})", vec!["?"; sql.columns].join(", "));
+        (0..=MAX_CHUNK.trailing_zeros())
+            .map(|p| format!("{}{}", sql.head, vec![one.as_str(); 1 << p].join(", ")))
+            .collect()
+    });
+    debug_assert!(rows.is_power_of_two() && rows <= MAX_CHUNK);
+    &texts[rows.trailing_zeros() as usize]
+}
+
+/// Before rows are deleted: the next id stays past the highest one (see `id_floors`).
+const RAISE_MESSAGES_FLOOR: &str = "INSERT INTO id_floors (name, next) \
+     SELECT 'messages', COALESCE(MAX(id), 0) + 1 FROM messages WHERE true \
+     ON CONFLICT (name) DO UPDATE SET next = max(next, excluded.next)";
+const RAISE_EVENTS_FLOOR: &str = "INSERT INTO id_floors (name, next) \
+     SELECT 'events', COALESCE(MAX(id), 0) + 1 FROM events WHERE true \
+     ON CONFLICT (name) DO UPDATE SET next = max(next, excluded.next)";
+
+fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
+    match op {
+        Op::InsertSession(s) => {
+            db.execute(
+                "INSERT INTO sessions (session_id, kind, is_call, call_id, title, created_at) \
+                 VALUES (?, ?, ?, ?, ?, ?)",
+                &[
+                    (&s.session_id).into(),
+                    (&s.kind).into(),
+                    s.is_call.into(),
+                    (&s.call_id).into(),
+                    (&s.title).into(),
+                    (&s.created_at).into(),
+                ],
+            )?;
+        }
+        Op::UpdateMessage(m) => {
+            db.execute(
+                "UPDATE OR IGNORE messages SET text = ?, message_id = ?, content_key = ?, \
+                 occurred_at = ?, draft = ?, draft_key = ?, hidden = ?, task_id = ?, \
+                 delivery = ?, delivery_error = ? WHERE id = ?",
+                &[
+                    (&m.text).into(),
+                    (&m.message_id).into(),
+                    (&m.content_key).into(),
+                    (&m.occurred_at).into(),
+                    m.draft.into(),
+                    (&m.draft_key).into(),
+                    m.hidden.into(),
+                    (&m.task_id).into(),
+                    (&m.delivery).into(),
+                    (&m.delivery_error).into(),
+                    m.id.into(),
+                ],
+            )?;
+        }
+        Op::DeleteMessage(id) => {
+            db.execute(RAISE_MESSAGES_FLOOR, &[])?;
+            db.execute("DELETE FROM messages WHERE id = ?", &[(*id).into()])?;
+        }
+        // Written by `apply_all` before the rest.
+        Op::InsertMessage { .. } | Op::InsertEvent { .. } => {}
+        Op::EndSessions { ids, at } => {
+            for id in ids {
+                db.execute(
+                    "UPDATE sessions SET ended_at = ? WHERE session_id = ? AND ended_at IS NULL",
+                    &[at.into(), id.into()],
+                )?;
+            }
+        }
+        Op::DeleteSessions {
+            ids,
+            at,
+            events_before,
+        } => {
+            db.execute(RAISE_MESSAGES_FLOOR, &[])?;
+            db.execute(RAISE_EVENTS_FLOOR, &[])?;
+            for id in ids {
+                db.execute(
+                    "UPDATE sessions SET deleted_at = ? WHERE session_id = ?",
+                    &[at.into(), id.into()],
+                )?;
+                db.execute("DELETE FROM messages WHERE session_id = ?", &[id.into()])?;
+                db.execute(
+                    "DELETE FROM events WHERE session_id = ? AND id < ?",
+                    &[id.into(), (*events_before).into()],
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
