@@ -20,7 +20,9 @@ use stagewhisper_core::store::{Store, StoreError};
 use std::sync::Arc;
 use tauri::http::{Method, Request};
 
-/// Largest request body, as on the HTTP control API (the router enforces it).
+/// Largest request body, as on the HTTP control API (the router enforces it; the tests size
+/// their oversize body with it).
+#[cfg_attr(not(test), allow(dead_code))]
 pub const MAX_BODY: usize = stagewhisper_core::api::MAX_API_BODY;
 /// Events read from the log per query.
 const PAGE: i64 = 500;

@@ -395,3 +395,150 @@ fn query_param(query: &str, key: &str) -> Option<String> {
         .find(|(k, _)| *k == key)
         .map(|(_, v)| v.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{App, Config};
+    use serde_json::json;
+
+    async fn start() -> (tempfile::TempDir, App) {
+        let tmp = tempfile::tempdir().unwrap();
+        let app = App::start(Config::new(tmp.path().to_path_buf()))
+            .await
+            .unwrap();
+        (tmp, app)
+    }
+
+    #[tokio::test]
+    async fn the_openapi_document_describes_every_route_of_the_table() {
+        let (_tmp, app) = start().await;
+        let (s, doc) = app.api.dispatch(&Method::GET, OPENAPI_PATH, b"").await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(
+            doc,
+            serde_json::from_slice::<Value>(app.api.openapi_json()).unwrap()
+        );
+        let mut ops: Vec<String> = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                ops.push(format!("{} {path}", method.to_uppercase()));
+                for code in ["401", "403"] {
+                    assert_eq!(
+                        op["responses"][code]["content"]["application/json"]["schema"]["$ref"],
+                        "#/components/schemas/Error",
+                        "{method} {path} {code}"
+                    );
+                }
+                if op.get("requestBody").is_some() {
+                    assert!(op["responses"]["413"].is_object(), "{method} {path}");
+                }
+            }
+        }
+        ops.sort();
+        let mut want = vec![
+            "POST /api/calls",
+            "POST /api/calls/{session_id}/end",
+            "POST /api/sessions",
+            "GET /api/sessions",
+            "DELETE /api/sessions/{session_id}",
+            "GET /api/sessions/{session_id}/messages",
+            "POST /api/sessions/{session_id}/messages",
+            "GET /api/sessions/{session_id}/insights",
+            "GET /api/sessions/{session_id}/typing",
+            "GET /api/settings",
+            "POST /api/settings/callback-token/rotate",
+            "GET /api/events",
+            "GET /api/assistant",
+            "PUT /api/assistant",
+            "DELETE /api/assistant",
+            "POST /api/assistant/check",
+            "POST /api/calls/{session_id}/transcript",
+            "GET /api/calls/{session_id}/transcript",
+            "POST /api/calls/{session_id}/summarise",
+            "POST /api/sessions/{session_id}/messages/{id}/retry",
+            "GET /api/test/faults",
+            "POST /api/test/faults",
+            "GET /api/tunnel",
+            "POST /api/tunnel",
+            "DELETE /api/tunnel",
+            "POST /api/tunnel/check",
+            "DELETE /api/tunnel/authtoken",
+        ];
+        want.sort();
+        assert_eq!(ops, want);
+        assert!(doc["components"]["securitySchemes"]["ui_token"].is_object());
+        app.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn in_process_requests_get_the_routers_rules() {
+        let (_tmp, app) = start().await;
+        let api = &app.api;
+        let (s, v) = api.dispatch(&Method::POST, "/api/sessions/", b"").await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        let sid = v["session_id"].as_str().unwrap().to_string();
+        for (method, path, body, status, code) in [
+            (Method::GET, "/api/events", &b""[..], 404, "not_found"),
+            (Method::GET, "/index.html", b"", 404, "not_found"),
+            (Method::PUT, "/api/calls", b"", 405, "method_not_allowed"),
+            (Method::POST, "/api/calls", b"[1]", 400, "invalid_json"),
+            (
+                Method::POST,
+                "/api/calls",
+                b"{\"title\": 5}",
+                400,
+                "invalid_field",
+            ),
+            (Method::PUT, "/api/assistant", b"{}", 400, "missing_field"),
+            (
+                Method::PUT,
+                "/api/assistant",
+                b"{\"base_url\": null}",
+                400,
+                "missing_field",
+            ),
+            (
+                Method::PUT,
+                "/api/assistant",
+                b"{\"base_url\": \"http://127.0.0.1:9\", \"mode\": \"x\"}",
+                400,
+                "invalid_field",
+            ),
+            (
+                Method::PUT,
+                "/api/assistant",
+                b"{\"base_url\": \"http://127.0.0.1:9\", \"kind\": 3}",
+                400,
+                "invalid_field",
+            ),
+            (Method::POST, "/api/test/faults", b"{", 404, "not_found"),
+        ] {
+            let (s, v) = api.dispatch(&method, path, body).await;
+            assert_eq!(
+                (s.as_u16(), v["error"].as_str()),
+                (status, Some(code)),
+                "{method} {path}: {v}"
+            );
+            assert_eq!(v["ok"], false, "{v}");
+        }
+        let big = serde_json::to_vec(&json!({"text": "x".repeat(MAX_API_BODY)})).unwrap();
+        let path = format!("/api/sessions/{sid}/messages");
+        let (s, v) = api.dispatch(&Method::POST, &path, &big).await;
+        assert_eq!(
+            (s.as_u16(), v["error"].as_str()),
+            (413, Some("payload_too_large"))
+        );
+        // A `kind` string is accepted (the link checks the rest).
+        let (s, v) = api
+            .dispatch(
+                &Method::PUT,
+                "/api/assistant",
+                b"{\"base_url\": \"http://127.0.0.1:9\", \"relay_token\": \"0123456789abcdef0123\", \"kind\": \"relay\"}",
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["configured"], true, "{v}");
+        app.shutdown().await;
+    }
+}
