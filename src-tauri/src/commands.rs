@@ -1,9 +1,11 @@
 //! The window's two commands (invoked by the web UI's Tauri transport):
 //!
-//! - `invoke('api', {method, path, body})` → `{status, body}`: one control API request, routed by
-//!   the core's transport-free [`ControlApi::dispatch`], so the routes, answers and error codes are
-//!   exactly those of the HTTP control API (minus `GET /api/events`, replaced by `sw-event`). No
-//!   UI token: the IPC only reaches the app's own window (see the capability in
+//! - `invoke('api', {method, path, body})` → `{status, body}`: one control API request, built as
+//!   an `http::Request` and run through the very router of the HTTP control API
+//!   ([`ControlApi::call`]), so the routes, answers, limits and error codes are exactly those of
+//!   the HTTP control API (minus `GET /api/events`, replaced by `sw-event`). No UI token and no
+//!   `Host` check: `call` marks the request in-process, which stands in for those HTTP-only
+//!   checks (the IPC only reaches the app's own window, see the capability in
 //!   `tauri.conf.json`).
 //! - `invoke('events_since', {after})` → `[event]`: every event of the log after the cursor
 //!   `after`, oldest first, each the JSON object of an SSE `data:` line.
@@ -16,10 +18,12 @@ use stagewhisper_core::api::ControlApi;
 use stagewhisper_core::events::Event;
 use stagewhisper_core::store::{Store, StoreError};
 use std::sync::Arc;
-use tauri::http::Method;
+use tauri::http::{Method, Request};
 
-/// Largest request body, as on the HTTP control API.
-pub const MAX_BODY: usize = 256 * 1024;
+/// Largest request body, as on the HTTP control API (the router enforces it; the tests size
+/// their oversize body with it).
+#[cfg_attr(not(test), allow(dead_code))]
+pub const MAX_BODY: usize = stagewhisper_core::api::MAX_API_BODY;
 /// Events read from the log per query.
 const PAGE: i64 = 500;
 
@@ -62,10 +66,10 @@ impl Shell {
             }
             _ => Vec::new(),
         };
-        if bytes.len() > MAX_BODY {
-            return ApiReply::error(413, "payload_too_large", "the request body is too large");
-        }
-        let (status, body) = self.api.dispatch(&method, path, &bytes).await;
+        let Ok(req) = Request::builder().method(method).uri(path).body(bytes) else {
+            return ApiReply::error(404, "not_found", "no such route");
+        };
+        let (status, body) = self.api.call(req).await;
         ApiReply {
             status: status.as_u16(),
             body,

@@ -1,7 +1,7 @@
 //! Wiring: data dir, tokens, store, conversation, both listeners. Used by the headless mode and
 //! by the desktop shell alike.
 
-use crate::api::{Assets, ControlApi};
+use crate::api::{ApiState, Assets, ControlApi};
 use crate::assistants::outbox::OutboxTiming;
 use crate::assistants::{AssistantContext, AssistantKind, Assistants, KindFactory};
 use crate::clock::{SharedClock, SystemClock};
@@ -240,7 +240,7 @@ impl App {
             probes: tunnel.probes(),
             assistants: Some(link.clone()),
         });
-        let api = Arc::new(ControlApi {
+        let api = Arc::new(ControlApi::new(ApiState {
             conversation: conversation.clone(),
             callback_token: callback_token.clone(),
             ui_token: ui_token.clone(),
@@ -252,7 +252,7 @@ impl App {
             link: link.clone(),
             faults: config.faults.clone(),
             tunnel: tunnel.clone(),
-        });
+        }));
         let drain = Duration::from_secs(15);
         let servers = vec![
             tokio::spawn(serve(

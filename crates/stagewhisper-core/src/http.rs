@@ -60,11 +60,19 @@ impl Shutdown {
 }
 
 /// Serves HTTP/1.1 on `listener` until `shutdown`, then lets in-flight requests finish (up to
-/// `drain`).
-pub async fn serve<F, Fut>(listener: TcpListener, handler: F, shutdown: Shutdown, drain: Duration)
-where
+/// `drain`). Any response body type will do ([`Resp`] for the callback listener, axum's for the
+/// control API).
+pub async fn serve<F, Fut, B>(
+    listener: TcpListener,
+    handler: F,
+    shutdown: Shutdown,
+    drain: Duration,
+) where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Resp> + Send + 'static,
+    Fut: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MessageKind {
     User,
@@ -35,7 +35,7 @@ impl MessageKind {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct SessionView {
     pub session_id: String,
     pub kind: &'static str,
@@ -74,7 +74,7 @@ pub struct MessageRow {
     pub delivery_error: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct MessageView {
     pub id: i64,
     pub session_id: String,
@@ -147,7 +147,7 @@ impl From<&MessageRow> for MessageView {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct TranscriptView {
     pub id: i64,
     /// The chat session of the call.
@@ -181,7 +181,7 @@ impl TranscriptView {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct InsightView {
     pub id: i64,
     /// The chat session of the call (not the `insights:` id).
@@ -212,7 +212,7 @@ impl InsightView {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct TypingView {
     pub session_id: String,
     pub scope: String,

@@ -1,4 +1,5 @@
-//! Control API routes of the assistant link (mounted by [`crate::api::ControlApi`]):
+//! Control API routes of the assistants (merged into the one route table in [`crate::api`]; the
+//! handlers are thin callers of [`Assistants`] and the conversation):
 //!
 //! | route | answer |
 //! |---|---|
@@ -14,183 +15,326 @@
 //! | `GET/POST /api/test/faults` | test-only fault injection (404 unless enabled) |
 
 use super::summary;
-use crate::api::{
-    bad, core_error, error_json, not_allowed, ok, opt_string, parse_body, Answer, ControlApi,
-    MAX_USER_TEXT,
+use crate::api::common::{
+    double_option, from_value, parse_object, ApiError, ApiResult, ErrorDoc, JsonBody, Param,
+    Params2, Reply, MAX_USER_TEXT,
 };
-use crate::conversation::{CoreError, DeliveryState, DeliveryUpdate};
+use crate::assistants::Assistants;
+use crate::conversation::{Conversation, CoreError, DeliveryState, DeliveryUpdate};
 use crate::faults::Faults;
 use crate::model::{MessageKind, MessageView, TranscriptView};
 use crate::protocol::{Status, INSIGHTS_PREFIX};
-use hyper::{Method, StatusCode};
-use serde_json::{json, Value};
+use axum::body::Bytes;
+use axum::extract::{FromRef, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Longest speaker name.
 pub const MAX_SPEAKER: usize = 100;
 
-/// Routes a request if it is one of the link's; `None` otherwise.
-pub(crate) async fn dispatch(
-    api: &ControlApi,
-    method: &Method,
-    segs: &[&str],
-    body: &[u8],
-) -> Option<Answer> {
-    Some(match segs {
-        ["api", "assistant"] => match *method {
-            Method::GET => Ok(ok(StatusCode::OK, api.link.view())),
-            Method::PUT => put_assistant(api, body).await,
-            Method::DELETE => Ok(ok(StatusCode::OK, api.link.remove().await)),
-            _ => Err(not_allowed()),
-        },
-        ["api", "providers"] => match *method {
-            Method::GET => Ok(ok(StatusCode::OK, api.link.providers())),
-            _ => Err(not_allowed()),
-        },
-        ["api", "assistant", "check"] => {
-            if method != Method::POST {
-                return Some(Err(not_allowed()));
-            }
-            Ok(ok(StatusCode::OK, api.link.check().await))
-        }
-        ["api", "calls", id, "transcript"] => match *method {
-            Method::POST => post_transcript(api, id, body).await,
-            Method::GET => api
-                .conversation
-                .transcript(id)
-                .await
-                .map(|v| ok(StatusCode::OK, v))
-                .map_err(core_error),
-            _ => Err(not_allowed()),
-        },
-        ["api", "calls", id, "summarise"] => {
-            if method != Method::POST {
-                return Some(Err(not_allowed()));
-            }
-            summarise(api, id).await
-        }
-        ["api", "sessions", id, "messages", row, "retry"] => {
-            if method != Method::POST {
-                return Some(Err(not_allowed()));
-            }
-            retry(api, id, row).await
-        }
-        ["api", "test", "faults"] if api.faults.enabled() => match *method {
-            Method::GET => Ok(ok(StatusCode::OK, api.faults.view())),
-            Method::POST => arm_fault(&api.faults, body),
-            _ => Err(not_allowed()),
-        },
-        _ => return None,
+/// What these routes reach.
+#[derive(Clone)]
+pub struct LinkApi {
+    pub link: Assistants,
+    pub conversation: Conversation,
+    pub faults: Arc<Faults>,
+}
+
+type St = State<LinkApi>;
+
+/// The link's routes, for any router state that provides a [`LinkApi`].
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    LinkApi: FromRef<S>,
+{
+    OpenApiRouter::new()
+        .routes(routes!(get_assistant, put_assistant, delete_assistant))
+        .routes(routes!(check_assistant))
+        .routes(routes!(get_providers))
+        .routes(routes!(post_transcript, get_transcript))
+        .routes(routes!(summarise))
+        .routes(routes!(retry))
+        .routes(routes!(faults_view, arm_fault))
+}
+
+/// `PUT /api/assistant`: `kind` picks the assistant kind (absent: `incoming`); the other fields
+/// are that kind's settings, checked by the kind (these are `incoming`'s). A body with only `kind`
+/// switches to that kind with its saved settings.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct AssistantUpdate {
+    /// `incoming`: `http://` with a loopback host (a path prefix is allowed); required unless
+    /// the body only switches kinds.
+    pub base_url: Option<String>,
+    /// 16–4096 visible characters; absent or blank keeps the saved one.
+    pub relay_token: Option<String>,
+    /// The coaching framing (`{title}` = the call's title); `null` restores the default, absent
+    /// keeps the saved one.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub prelude: Option<Option<String>>,
+    /// How replies come back; absent keeps the saved mode.
+    #[schema(value_type = Option<ModeDoc>)]
+    pub mode: Option<String>,
+    /// The kind of assistant (`GET /api/providers` lists them); absent: `incoming`.
+    pub kind: Option<String>,
+}
+
+/// How replies come back.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Mode)]
+#[allow(dead_code)]
+#[serde(rename_all = "lowercase")]
+enum ModeDoc {
+    Auto,
+    Callback,
+    Events,
+}
+
+/// `{assistant}`: the active kind's configuration and status (see docs/contract.md, "Assistant
+/// kinds"). `kind`, `status` and `detail` are common to every kind; the rest are `incoming`'s.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Assistant)]
+pub struct AssistantDoc {
+    pub kind: String,
+    /// `online` means ready to converse, for every kind; `incoming` also has `not_configured`,
+    /// `checking`, `auth_failed`, `unreachable`, `misconfigured`.
+    pub status: String,
+    pub detail: String,
+    /// A peer version the app is not tested with, in plain words.
+    pub warning: Option<String>,
+    pub configured: Option<bool>,
+    pub base_url: Option<String>,
+    pub relay_token_set: Option<bool>,
+    pub checked_at: Option<String>,
+    pub supports_events_fallback: Option<bool>,
+    /// `auto`, `callback` or `events`.
+    pub mode: Option<String>,
+    /// `callback`, `events` or `none`.
+    pub delivery: Option<String>,
+}
+
+/// `GET /api/providers`: every assistant kind and the real peers each one serves.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Providers)]
+pub struct ProvidersDoc {
+    pub active_kind: String,
+    pub kinds: Vec<serde_json::Value>,
+    pub providers: Vec<serde_json::Value>,
+}
+
+/// `POST /api/calls/{session_id}/transcript`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct TranscriptTurn {
+    /// With the speaker, at most 16,000 characters.
+    pub text: String,
+    /// At most 100 characters.
+    pub speaker: Option<String>,
+    /// `false`: an interim result, neither stored nor sent (default `true`).
+    pub is_final: Option<bool>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct NotStored {
+    pub ok: bool,
+    pub stored: bool,
+    /// `not_final`.
+    pub reason: String,
+}
+
+/// A retried entry: a chat message, or a transcript turn of the call.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum RetriedDoc {
+    Message(MessageView),
+    Transcript(TranscriptView),
+}
+
+/// `POST /api/test/faults`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct FaultRequest {
+    /// `after_commit` (default) or `before_commit`.
+    pub when: Option<String>,
+    /// Only callbacks of this status.
+    pub status: Option<String>,
+    /// Only callbacks of this session.
+    pub session_id: Option<String>,
+    /// 1..100 (default 1).
+    pub count: Option<u64>,
+}
+
+/// The active assistant kind's configuration and status.
+#[utoipa::path(get, path = "/api/assistant", tag = "assistant",
+    responses((status = 200, body = AssistantDoc)))]
+async fn get_assistant(State(api): St) -> ApiResult {
+    Ok(Reply::ok(api.link.view()))
+}
+
+/// The provider registry: each assistant kind and each real peer it serves.
+#[utoipa::path(get, path = "/api/providers", tag = "assistant",
+    responses((status = 200, body = ProvidersDoc)))]
+async fn get_providers(State(api): St) -> ApiResult {
+    Ok(Reply::ok(api.link.providers()))
+}
+
+/// Picks the assistant kind and saves its settings, checks them, and answers the resulting view.
+#[utoipa::path(put, path = "/api/assistant", tag = "assistant",
+    request_body = AssistantUpdate,
+    responses((status = 200, body = AssistantDoc),
+        (status = 400, body = ErrorDoc, description = "`unknown_kind`, `kind_not_available`; for `incoming`: `invalid_base_url`, `invalid_relay_token`, `missing_field`, `invalid_field`, `prelude_too_long`"),
+        (status = 500, body = ErrorDoc, description = "`config_write_failed`")))]
+async fn put_assistant(State(api): St, JsonBody(b): JsonBody<serde_json::Value>) -> ApiResult {
+    api.link.put(&b).await.map(Reply::ok).map_err(|e| {
+        tracing::warn!(code = e.code, error = %e, "assistant configuration refused");
+        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        ApiError::new(status, e.code, &e.message)
     })
 }
 
-async fn put_assistant(api: &ControlApi, body: &[u8]) -> Answer {
-    let b = parse_body(body)?;
-    api.link
-        .put(&b)
-        .await
-        .map(|v| ok(StatusCode::OK, v))
-        .map_err(|e| {
-            tracing::warn!(code = e.code, error = %e, "assistant configuration refused");
-            let status =
-                StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            error_json(status, e.code, e)
-        })
+/// The active kind forgets its settings (for `incoming` the token file is deleted).
+#[utoipa::path(delete, path = "/api/assistant", tag = "assistant",
+    responses((status = 200, body = AssistantDoc)))]
+async fn delete_assistant(State(api): St) -> ApiResult {
+    Ok(Reply::ok(api.link.remove().await))
 }
 
-async fn post_transcript(api: &ControlApi, id: &str, body: &[u8]) -> Answer {
-    let b = parse_body(body)?;
-    let Some(text) = opt_string(&b, "text")? else {
-        return Err(bad("missing_field", "`text` is required"));
-    };
-    let speaker = opt_string(&b, "speaker")?
+/// Checks the assistant now.
+#[utoipa::path(post, path = "/api/assistant/check", tag = "assistant",
+    responses((status = 200, body = AssistantDoc)))]
+async fn check_assistant(State(api): St) -> ApiResult {
+    Ok(Reply::ok(api.link.check().await))
+}
+
+/// One transcript turn of a live call: a final one is stored, then sent.
+#[utoipa::path(post, path = "/api/calls/{session_id}/transcript", tag = "calls",
+    params(("session_id" = String, Path)),
+    request_body = TranscriptTurn,
+    responses((status = 201, body = TranscriptView),
+        (status = 202, body = NotStored, description = "`is_final: false`"),
+        (status = 400, body = ErrorDoc, description = "`missing_field`, `invalid_field`, `text_too_long`, `empty_text`"),
+        (status = 404, body = ErrorDoc),
+        (status = 409, body = ErrorDoc, description = "`call_ended`, `not_a_call`")))]
+async fn post_transcript(
+    State(api): St,
+    Param(id): Param,
+    JsonBody(b): JsonBody<TranscriptTurn>,
+) -> ApiResult {
+    let speaker = b
+        .speaker
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
-    let is_final = match b.get("is_final") {
-        None | Some(Value::Null) => true,
-        Some(Value::Bool(f)) => *f,
-        Some(_) => return Err(bad("invalid_field", "`is_final` must be a boolean")),
-    };
+    let is_final = b.is_final.unwrap_or(true);
     if speaker
         .as_ref()
         .is_some_and(|s| s.chars().count() > MAX_SPEAKER)
     {
-        return Err(bad(
+        return Err(ApiError::bad(
             "invalid_field",
             format!("`speaker` is at most {MAX_SPEAKER} characters"),
         ));
     }
     let sent_len =
-        text.trim().chars().count() + speaker.as_ref().map_or(0, |s| s.chars().count() + 2);
+        b.text.trim().chars().count() + speaker.as_ref().map_or(0, |s| s.chars().count() + 2);
     if sent_len > MAX_USER_TEXT {
-        return Err(bad(
+        return Err(ApiError::bad(
             "text_too_long",
             format!("a transcript turn (with its speaker) is at most {MAX_USER_TEXT} characters"),
         ));
     }
     if !is_final {
         // Interim results are not stored or forwarded; only check that the call is live.
-        let sessions = api.conversation.sessions().await.map_err(core_error)?;
+        let sessions = api.conversation.sessions().await?;
         let call = sessions
             .iter()
-            .find(|s| s.session_id == *id)
-            .ok_or_else(|| core_error(CoreError::SessionNotFound))?;
+            .find(|s| s.session_id == id)
+            .ok_or(CoreError::SessionNotFound)?;
         if !call.is_call {
-            return Err(core_error(CoreError::NotACall));
+            return Err(CoreError::NotACall.into());
         }
         if call.ended_at.is_some() {
-            return Err(core_error(CoreError::CallEnded));
+            return Err(CoreError::CallEnded.into());
         }
-        return Ok(ok(
+        return Ok(Reply::new(
             StatusCode::ACCEPTED,
-            json!({"ok": true, "stored": false, "reason": "not_final"}),
+            NotStored {
+                ok: true,
+                stored: false,
+                reason: "not_final".into(),
+            },
         ));
     }
     let t = api
         .conversation
-        .transcript_turn(id, speaker.as_deref(), &text)
-        .await
-        .map_err(core_error)?;
+        .transcript_turn(&id, speaker.as_deref(), &b.text)
+        .await?;
     api.link.wake();
-    Ok(ok(StatusCode::CREATED, t))
+    Ok(Reply::new(StatusCode::CREATED, t))
 }
 
-async fn summarise(api: &ControlApi, id: &str) -> Answer {
+/// The call's transcript, oldest first.
+#[utoipa::path(get, path = "/api/calls/{session_id}/transcript", tag = "calls",
+    params(("session_id" = String, Path)),
+    responses((status = 200, body = Vec<TranscriptView>), (status = 404, body = ErrorDoc),
+        (status = 409, body = ErrorDoc, description = "`not_a_call`")))]
+async fn get_transcript(State(api): St, Param(id): Param) -> ApiResult {
+    Ok(Reply::ok(api.conversation.transcript(&id).await?))
+}
+
+/// A user message asking for a summary of the call (with its transcript).
+#[utoipa::path(post, path = "/api/calls/{session_id}/summarise", tag = "calls",
+    params(("session_id" = String, Path)),
+    responses((status = 201, body = MessageView), (status = 404, body = ErrorDoc),
+        (status = 409, body = ErrorDoc, description = "`no_transcript`, `not_a_call`")))]
+async fn summarise(State(api): St, Param(id): Param) -> ApiResult {
     let c = &api.conversation;
-    let sessions = c.sessions().await.map_err(core_error)?;
+    let sessions = c.sessions().await?;
     let call = sessions
         .into_iter()
-        .find(|s| s.session_id == *id)
-        .ok_or_else(|| core_error(CoreError::SessionNotFound))?;
+        .find(|s| s.session_id == id)
+        .ok_or(CoreError::SessionNotFound)?;
     if !call.is_call {
-        return Err(core_error(CoreError::NotACall));
+        return Err(CoreError::NotACall.into());
     }
-    let turns = c.transcript(id).await.map_err(core_error)?;
+    let turns = c.transcript(&id).await?;
     if turns.is_empty() {
-        return Err(error_json(
+        return Err(ApiError::new(
             StatusCode::CONFLICT,
             "no_transcript",
             "this call has no transcript yet: there is nothing to summarise",
         ));
     }
     let text = summary::request_text(&call, &turns);
-    let m = c.user_message(id, &text).await.map_err(core_error)?;
+    let m = c.user_message(&id, &text).await?;
     api.link.wake();
-    Ok(ok(StatusCode::CREATED, m))
+    Ok(Reply::new(StatusCode::CREATED, m))
 }
 
-async fn retry(api: &ControlApi, id: &str, row: &str) -> Answer {
+/// Sends an entry whose delivery failed again, under a new task id.
+#[utoipa::path(post, path = "/api/sessions/{session_id}/messages/{id}/retry", tag = "messages",
+    params(("session_id" = String, Path), ("id" = String, Path, description = "the row `id`")),
+    responses((status = 200, body = RetriedDoc), (status = 404, body = ErrorDoc),
+        (status = 409, body = ErrorDoc, description = "`not_failed`")))]
+async fn retry(State(api): St, Params2(id, row): Params2) -> ApiResult {
     let c = &api.conversation;
-    let not_found = || core_error(CoreError::MessageNotFound);
+    let not_found = || ApiError::from(CoreError::MessageNotFound);
+    let stored =
+        |e: crate::store::StoreError| ApiError::from(CoreError::StorageUnavailable(e.to_string()));
     let row_id: i64 = row.parse().map_err(|_| not_found())?;
     let r = c
         .store()
         .message(row_id)
         .await
-        .map_err(|e| core_error(CoreError::StorageUnavailable(e.to_string())))?
+        .map_err(stored)?
         .ok_or_else(not_found)?;
     let insights = format!("{INSIGHTS_PREFIX}{id}");
     let mine = match r.kind {
-        MessageKind::User => r.session_id == *id,
+        MessageKind::User => r.session_id == id,
         MessageKind::Transcript => r.session_id == insights,
         _ => false,
     };
@@ -198,7 +342,7 @@ async fn retry(api: &ControlApi, id: &str, row: &str) -> Answer {
         return Err(not_found());
     }
     if r.delivery.as_deref() != Some(DeliveryState::Failed.as_str()) {
-        return Err(error_json(
+        return Err(ApiError::new(
             StatusCode::CONFLICT,
             "not_failed",
             "only an entry whose delivery failed can be retried (pending ones are retried \
@@ -215,51 +359,72 @@ async fn retry(api: &ControlApi, id: &str, row: &str) -> Answer {
             error: None,
         },
     )
-    .await
-    .map_err(core_error)?;
+    .await?;
     tracing::info!(row = row_id, %task_id, "delivery retried by the user");
     api.link.retry_now();
     let r = c
         .store()
         .message(row_id)
         .await
-        .map_err(|e| core_error(CoreError::StorageUnavailable(e.to_string())))?
+        .map_err(stored)?
         .ok_or_else(not_found)?;
     if r.kind == MessageKind::Transcript {
         let start = c
             .sessions()
-            .await
-            .map_err(core_error)?
+            .await?
             .iter()
-            .find(|s| s.session_id == *id)
+            .find(|s| s.session_id == id)
             .and_then(|s| crate::protocol::parse_rfc3339(&s.created_at))
             .map(|t| t.timestamp_micros())
             .unwrap_or(0);
-        Ok(ok(StatusCode::OK, TranscriptView::from_row(&r, id, start)))
+        Ok(Reply::ok(TranscriptView::from_row(&r, &id, start)))
     } else {
-        Ok(ok(StatusCode::OK, MessageView::from(&r)))
+        Ok(Reply::ok(MessageView::from(&r)))
     }
 }
 
-fn arm_fault(faults: &Faults, body: &[u8]) -> Answer {
-    let b = parse_body(body)?;
-    let when = match opt_string(&b, "when")? {
+fn faults_enabled(faults: &Faults) -> Result<(), ApiError> {
+    if faults.enabled() {
+        Ok(())
+    } else {
+        Err(ApiError::not_found())
+    }
+}
+
+/// Test-only: what fired and what the retries came to (`404` unless enabled).
+#[utoipa::path(get, path = "/api/test/faults", tag = "test",
+    responses((status = 200, body = Object), (status = 404, body = ErrorDoc)))]
+async fn faults_view(State(api): St) -> ApiResult {
+    faults_enabled(&api.faults)?;
+    Ok(Reply::ok(api.faults.view()))
+}
+
+/// Test-only: arms injected `503 storage_unavailable` answers (`404` unless enabled).
+#[utoipa::path(post, path = "/api/test/faults", tag = "test",
+    request_body = FaultRequest,
+    responses((status = 200, body = Object), (status = 400, body = ErrorDoc),
+        (status = 404, body = ErrorDoc)))]
+async fn arm_fault(State(api): St, body: Bytes) -> ApiResult {
+    // Disabled: `404` whatever the body.
+    faults_enabled(&api.faults)?;
+    let b: FaultRequest = from_value(parse_object(&body)?)?;
+    let when = match b.when {
         None => crate::faults::When::AfterCommit,
-        Some(w) => Faults::parse_when(&w)
-            .ok_or_else(|| bad("invalid_field", "`when`: after_commit or before_commit"))?,
+        Some(w) => Faults::parse_when(&w).ok_or_else(|| {
+            ApiError::bad("invalid_field", "`when`: after_commit or before_commit")
+        })?,
     };
-    let status = match opt_string(&b, "status")? {
+    let status = match b.status {
         None => None,
-        Some(s) => Some(Status::parse(&s).ok_or_else(|| bad("invalid_field", "unknown `status`"))?),
+        Some(s) => Some(
+            Status::parse(&s).ok_or_else(|| ApiError::bad("invalid_field", "unknown `status`"))?,
+        ),
     };
-    let session_id = opt_string(&b, "session_id")?;
-    let count = match b.get("count") {
-        None | Some(Value::Null) => 1,
-        Some(v) => v
-            .as_u64()
-            .filter(|n| (1..=100).contains(n))
-            .ok_or_else(|| bad("invalid_field", "`count`: 1..100"))? as u32,
+    let count = match b.count {
+        None => 1,
+        Some(n) if (1..=100).contains(&n) => n as u32,
+        Some(_) => return Err(ApiError::bad("invalid_field", "`count`: 1..100")),
     };
-    faults.arm(when, status, session_id, count);
-    Ok(ok(StatusCode::OK, faults.view()))
+    api.faults.arm(when, status, b.session_id, count);
+    Ok(Reply::ok(api.faults.view()))
 }

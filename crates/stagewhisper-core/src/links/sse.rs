@@ -1,89 +1,129 @@
-//! An incremental Server-Sent Events parser (the WHATWG rules that matter here): lines end in
-//! `\n`, `\r\n` or `\r`; `:` starts a comment; `data` lines are joined with `\n`; a blank line
-//! dispatches the event; an event without data is dropped.
+//! Server-Sent Events for the `/v1/events` client, parsed by `eventsource-stream` (the WHATWG
+//! rules: lines end in `\n`, `\r\n` or `\r`; `:` starts a comment; `data` lines are joined with
+//! `\n`; a blank line dispatches the event; an event without data is dropped; the last event
+//! id carries over to later events, as `Last-Event-ID` does in a browser).
+//!
+//! [`SseParser`] is a push adapter over that stream: the reader feeds it each body frame as it
+//! arrives and gets the events completed so far, so the reader keeps its own per-frame timeout,
+//! shutdown and idle checks.
+
+use bytes::Bytes;
+use eventsource_stream::{Event, EventStream, EventStreamError, Eventsource};
+use futures_util::{FutureExt, Stream, StreamExt};
+use std::convert::Infallible;
+use std::pin::Pin;
+use tokio::sync::mpsc;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SseEvent {
-    /// The `id:` given on this very event (not inherited from earlier ones).
+    /// The last event id (`id:` of this event or an earlier one; `None` before any, or after an
+    /// empty `id:` reset it).
     pub id: Option<String>,
     /// The `event:` type (`None` = the default `message`).
     pub event: Option<String>,
     pub data: String,
 }
 
-/// Feed it bytes as they arrive; it returns the events completed so far.
-#[derive(Debug, Default)]
-pub struct SseParser {
-    buf: Vec<u8>,
-    /// The previous chunk ended in `\r`: a `\n` at the start of the next one belongs to it.
-    skip_lf: bool,
-    cur: SseEvent,
-    has_data: bool,
+impl From<Event> for SseEvent {
+    fn from(e: Event) -> Self {
+        SseEvent {
+            id: Some(e.id).filter(|id| !id.is_empty()),
+            event: Some(e.event).filter(|t| t != "message"),
+            data: e.data,
+        }
+    }
 }
 
-/// A line longer than this is dropped (a broken or hostile stream).
+type Events = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<Infallible>>> + Send>>;
+
+/// Feed it bytes as they arrive; it returns the events completed so far.
+pub struct SseParser {
+    tx: mpsc::UnboundedSender<Bytes>,
+    events: Events,
+    /// Bytes since the last line break.
+    run: usize,
+    /// A line went over [`MAX_LINE`]: its bytes are dropped up to the next line break.
+    skipping: bool,
+}
+
+impl std::fmt::Debug for SseParser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SseParser")
+            .field("run", &self.run)
+            .field("skipping", &self.skipping)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for SseParser {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A line longer than this is dropped (a broken or hostile stream), with the event it was in.
 const MAX_LINE: usize = 4 * 1024 * 1024;
+
+fn stream() -> (mpsc::UnboundedSender<Bytes>, Events) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Bytes>();
+    let bytes = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)).map(Ok::<_, Infallible>);
+    let events: EventStream<_> = bytes.eventsource();
+    (tx, Box::pin(events))
+}
 
 impl SseParser {
     pub fn new() -> Self {
-        Self::default()
+        let (tx, events) = stream();
+        SseParser {
+            tx,
+            events,
+            run: 0,
+            skipping: false,
+        }
     }
 
     pub fn feed(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
-        let mut out = Vec::new();
-        for &b in chunk {
-            if self.skip_lf {
-                self.skip_lf = false;
-                if b == b'\n' {
-                    continue;
+        let mut chunk = chunk;
+        if self.skipping {
+            match chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+                None => return Vec::new(),
+                Some(i) => {
+                    // The over-long line ends here; the parser starts afresh after it.
+                    self.skipping = false;
+                    chunk = &chunk[i + 1..];
+                    let (tx, events) = stream();
+                    (self.tx, self.events) = (tx, events);
+                    self.run = 0;
                 }
             }
-            match b {
-                b'\n' | b'\r' => {
-                    self.skip_lf = b == b'\r';
-                    let line = std::mem::take(&mut self.buf);
-                    if let Some(e) = self.line(&line) {
-                        out.push(e);
-                    }
-                }
-                _ => {
-                    if self.buf.len() < MAX_LINE {
-                        self.buf.push(b);
-                    }
-                }
+        }
+        let brk = chunk.iter().rposition(|&b| b == b'\n' || b == b'\r');
+        let run = match brk {
+            Some(i) => chunk.len() - i - 1,
+            None => self.run + chunk.len(),
+        };
+        let send = if run > MAX_LINE {
+            tracing::warn!("SSE line over {MAX_LINE} bytes dropped");
+            self.skipping = true;
+            &chunk[..brk.map_or(0, |i| i + 1)]
+        } else {
+            self.run = run;
+            chunk
+        };
+        if !send.is_empty() {
+            // The receiver lives in `self.events`: the send cannot fail.
+            let _ = self.tx.send(Bytes::copy_from_slice(send));
+        }
+        let mut out = Vec::new();
+        // Everything fed is in the channel already, so the stream is ready until it is drained.
+        while let Some(Some(next)) = self.events.next().now_or_never() {
+            match next {
+                Ok(e) => out.push(e.into()),
+                Err(e) => tracing::debug!(error = %e, "an unreadable SSE event was dropped"),
             }
         }
         out
-    }
-
-    fn line(&mut self, line: &[u8]) -> Option<SseEvent> {
-        if line.is_empty() {
-            let e = std::mem::take(&mut self.cur);
-            let had = std::mem::replace(&mut self.has_data, false);
-            return had.then_some(e);
-        }
-        if line[0] == b':' {
-            return None;
-        }
-        let text = String::from_utf8_lossy(line);
-        let (field, value) = match text.split_once(':') {
-            Some((f, v)) => (f.to_string(), v.strip_prefix(' ').unwrap_or(v).to_string()),
-            None => (text.to_string(), String::new()),
-        };
-        match field.as_str() {
-            "data" => {
-                if self.has_data {
-                    self.cur.data.push('\n');
-                }
-                self.cur.data.push_str(&value);
-                self.has_data = true;
-            }
-            "event" => self.cur.event = Some(value),
-            "id" if !value.contains('\0') => self.cur.id = Some(value),
-            _ => {}
-        }
-        None
     }
 }
 
@@ -113,5 +153,21 @@ mod tests {
         let mut p = SseParser::new();
         assert!(p.feed(b"id: 3\n\nevent: x\n\n").is_empty());
         assert_eq!(p.feed(b"data\n\n")[0].data, "");
+    }
+
+    #[test]
+    fn the_last_event_id_carries_over_and_over_long_lines_are_dropped() {
+        let mut p = SseParser::new();
+        let evs = p.feed(b"id: 5\ndata: a\n\ndata: b\n\nid:\ndata: c\n\n");
+        let ids: Vec<_> = evs.iter().map(|e| e.id.as_deref()).collect();
+        assert_eq!(ids, [Some("5"), Some("5"), None]);
+        let mut p = SseParser::new();
+        assert!(p.feed(b"data: ").is_empty());
+        let big = vec![b'x'; MAX_LINE];
+        assert!(p.feed(&big).is_empty());
+        assert!(p.feed(b"yyy").is_empty());
+        let evs = p.feed(b"zz\n\ndata: after\n\n");
+        assert_eq!(evs.len(), 1, "{evs:?}");
+        assert_eq!(evs[0].data, "after");
     }
 }

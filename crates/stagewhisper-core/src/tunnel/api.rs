@@ -1,5 +1,6 @@
-//! Control API routes of the tunnel (mounted by [`crate::api::ControlApi`]; the UI listener
-//! only — the tunnel itself never reaches these):
+//! Control API routes of the tunnel (merged into the one route table in [`crate::api`]; the UI
+//! listener only — the tunnel itself never reaches these; the handlers are thin callers of
+//! [`TunnelManager`]):
 //!
 //! | route | answer |
 //! |---|---|
@@ -14,122 +15,175 @@
 //! sentence), `500 settings_write_failed`.
 
 use super::{TunnelManager, TunnelRequest};
-use crate::api::{bad, error_json, not_allowed, ok, opt_string, parse_body, Answer};
-use hyper::{Method, StatusCode};
+use crate::api::common::{from_value, ApiError, ApiResult, ErrorDoc, JsonBody, Reply};
+use axum::extract::{FromRef, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Longest `wait_secs`.
 pub const MAX_WAIT_SECS: u64 = 60;
 
-fn opt_u64(body: &Value, key: &'static str) -> Result<Option<u64>, (StatusCode, Value)> {
-    match body.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| bad("invalid_field", format!("`{key}` must be a whole number"))),
-    }
+type St = State<TunnelManager>;
+
+/// The tunnel's routes, for any router state that provides the [`TunnelManager`].
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    TunnelManager: FromRef<S>,
+{
+    OpenApiRouter::new()
+        .routes(routes!(get_tunnel, post_tunnel, delete_tunnel))
+        .routes(routes!(check_tunnel))
+        .routes(routes!(forget_authtoken))
 }
 
-/// Routes a request if it is one of the tunnel's; `None` otherwise.
-pub async fn dispatch(
-    tunnel: &TunnelManager,
-    method: &Method,
-    segs: &[&str],
-    body: &[u8],
-) -> Option<Answer> {
-    Some(match segs {
-        ["api", "tunnel"] => match *method {
-            Method::GET => Ok(ok(StatusCode::OK, tunnel.view())),
-            Method::POST => post_tunnel(tunnel, body).await,
-            Method::DELETE => Ok(ok(StatusCode::OK, tunnel.stop().await)),
-            _ => Err(not_allowed()),
-        },
-        ["api", "tunnel", "check"] => match *method {
-            Method::POST => Ok(ok(StatusCode::OK, tunnel.check_now().await)),
-            _ => Err(not_allowed()),
-        },
-        ["api", "tunnel", "authtoken"] => match *method {
-            Method::DELETE => tunnel
-                .forget_authtoken()
-                .map(|v| ok(StatusCode::OK, v))
-                .map_err(|e| {
-                    error_json(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "settings_write_failed",
-                        format!("cannot delete the saved authtoken: {e}"),
-                    )
-                }),
-            _ => Err(not_allowed()),
-        },
-        _ => return None,
-    })
+/// `POST /api/tunnel`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum TunnelBody {
+    /// ngrok, in process.
+    Ngrok {
+        /// Saved (mode 0600); absent or blank keeps the saved one (or `NGROK_AUTHTOKEN`).
+        authtoken: Option<String>,
+        /// A reserved domain.
+        domain: Option<String>,
+        /// Wait up to this long (≤ 60 s) until it is no longer `connecting`.
+        wait_secs: Option<u64>,
+    },
+    /// A tunnel the user runs.
+    External {
+        /// The tunnel's public origin, e.g. `https://desk.example.net`.
+        url: String,
+        /// Re-check interval (default 30).
+        check_interval_secs: Option<u64>,
+        /// `false`: advertised without the signed probe (default `true`).
+        verify: Option<bool>,
+        /// Wait up to this long (≤ 60 s) until it is no longer `connecting`.
+        wait_secs: Option<u64>,
+    },
+}
+
+impl TunnelBody {
+    /// The request and how long to wait for it to settle.
+    pub fn into_request(self) -> Result<(TunnelRequest, Option<u64>), ApiError> {
+        let (req, wait) = match self {
+            TunnelBody::Ngrok {
+                authtoken,
+                domain,
+                wait_secs,
+            } => (
+                TunnelRequest::Ngrok {
+                    authtoken: authtoken.filter(|t| !t.trim().is_empty()),
+                    domain: domain.filter(|d| !d.trim().is_empty()),
+                },
+                wait_secs,
+            ),
+            TunnelBody::External {
+                url,
+                check_interval_secs,
+                verify,
+                wait_secs,
+            } => (
+                TunnelRequest::External {
+                    url,
+                    check_interval_secs,
+                    verify: verify.unwrap_or(true),
+                },
+                wait_secs,
+            ),
+        };
+        if wait.is_some_and(|w| w > MAX_WAIT_SECS) {
+            return Err(ApiError::bad(
+                "invalid_field",
+                format!("`wait_secs` is at most {MAX_WAIT_SECS}"),
+            ));
+        }
+        Ok((req, wait))
+    }
 }
 
 /// Parses a `POST /api/tunnel` body.
-pub fn parse_request(b: &Value) -> Result<(TunnelRequest, Option<u64>), (StatusCode, Value)> {
-    let wait = opt_u64(b, "wait_secs")?;
-    if wait.is_some_and(|w| w > MAX_WAIT_SECS) {
-        return Err(bad(
-            "invalid_field",
-            format!("`wait_secs` is at most {MAX_WAIT_SECS}"),
-        ));
-    }
-    let Some(kind) = opt_string(b, "kind")? else {
-        return Err(bad(
-            "missing_field",
-            "`kind` is required: \"ngrok\" or \"external\"",
-        ));
-    };
-    let req = match kind.as_str() {
-        "ngrok" => TunnelRequest::Ngrok {
-            authtoken: opt_string(b, "authtoken")?.filter(|t| !t.trim().is_empty()),
-            domain: opt_string(b, "domain")?.filter(|d| !d.trim().is_empty()),
-        },
-        "external" => {
-            let Some(url) = opt_string(b, "url")? else {
-                return Err(bad(
-                    "missing_field",
-                    "`url` is required: the tunnel's public origin, e.g. https://desk.example.net",
-                ));
-            };
-            let verify = match b.get("verify") {
-                None | Some(Value::Null) => true,
-                Some(Value::Bool(v)) => *v,
-                Some(_) => return Err(bad("invalid_field", "`verify` must be true or false")),
-            };
-            TunnelRequest::External {
-                url,
-                check_interval_secs: opt_u64(b, "check_interval_secs")?,
-                verify,
-            }
-        }
-        other => {
-            return Err(bad(
-                "invalid_field",
-                format!("`kind` must be \"ngrok\" or \"external\" (got \"{other}\")"),
-            ))
-        }
-    };
-    Ok((req, wait))
+pub fn parse_request(b: &Value) -> Result<(TunnelRequest, Option<u64>), ApiError> {
+    from_value::<TunnelBody>(b.clone())?.into_request()
 }
 
-async fn post_tunnel(tunnel: &TunnelManager, body: &[u8]) -> Answer {
-    let b = parse_body(body)?;
-    let (req, wait) = parse_request(&b)?;
+/// `{tunnel}`: state, URLs, error, what the assistant must allow, and the configuration (see
+/// docs/contract.md, "Tunnel").
+#[derive(Serialize, ToSchema)]
+#[schema(as = Tunnel)]
+pub struct TunnelDoc {
+    /// `off`, `connecting`, `online`, `failed`.
+    pub state: String,
+    pub kind: Option<String>,
+    pub public_url: Option<String>,
+    pub callback_url: String,
+    pub local_callback_url: String,
+    pub detail: String,
+    pub since: String,
+    pub attempt: u32,
+    pub config: Value,
+}
+
+/// The tunnel's state and configuration.
+#[utoipa::path(get, path = "/api/tunnel", tag = "tunnel",
+    responses((status = 200, body = TunnelDoc)))]
+async fn get_tunnel(State(tunnel): St) -> ApiResult {
+    Ok(Reply::ok(tunnel.view()))
+}
+
+/// Saves the tunnel and (re)starts it in the background.
+#[utoipa::path(post, path = "/api/tunnel", tag = "tunnel",
+    request_body = TunnelBody,
+    responses((status = 200, body = TunnelDoc),
+        (status = 400, body = ErrorDoc, description = "`invalid_url`, `invalid_field`, `missing_field`"),
+        (status = 500, body = ErrorDoc, description = "`settings_write_failed`")))]
+async fn post_tunnel(State(tunnel): St, JsonBody(b): JsonBody<TunnelBody>) -> ApiResult {
+    let (req, wait) = b.into_request()?;
     let view = tunnel.configure(req).await.map_err(|e| {
         let status = match e {
             super::RequestError::Save(_) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_REQUEST,
         };
-        error_json(status, e.code(), e)
+        ApiError::new(status, e.code(), e)
     })?;
     if let Some(w) = wait.filter(|w| *w > 0) {
         tunnel.settled(Duration::from_secs(w)).await;
-        return Ok(ok(StatusCode::OK, tunnel.view()));
+        return Ok(Reply::ok(tunnel.view()));
     }
-    Ok(ok(StatusCode::OK, view))
+    Ok(Reply::ok(view))
+}
+
+/// Turns the tunnel off (the saved authtoken stays).
+#[utoipa::path(delete, path = "/api/tunnel", tag = "tunnel",
+    responses((status = 200, body = TunnelDoc)))]
+async fn delete_tunnel(State(tunnel): St) -> ApiResult {
+    Ok(Reply::ok(tunnel.stop().await))
+}
+
+/// Retries / re-checks now.
+#[utoipa::path(post, path = "/api/tunnel/check", tag = "tunnel",
+    responses((status = 200, body = TunnelDoc)))]
+async fn check_tunnel(State(tunnel): St) -> ApiResult {
+    Ok(Reply::ok(tunnel.check_now().await))
+}
+
+/// Deletes the saved ngrok authtoken.
+#[utoipa::path(delete, path = "/api/tunnel/authtoken", tag = "tunnel",
+    responses((status = 200, body = TunnelDoc),
+        (status = 500, body = ErrorDoc, description = "`settings_write_failed`")))]
+async fn forget_authtoken(State(tunnel): St) -> ApiResult {
+    tunnel.forget_authtoken().map(Reply::ok).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "settings_write_failed",
+            format!("cannot delete the saved authtoken: {e}"),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -174,7 +228,8 @@ mod tests {
                 "invalid_field",
             ),
         ] {
-            let (s, v) = parse_request(&body).unwrap_err();
+            let e = parse_request(&body).unwrap_err();
+            let (s, v) = (e.status, e.body());
             assert_eq!(s, StatusCode::BAD_REQUEST);
             assert_eq!(v["error"], code, "{body}");
         }

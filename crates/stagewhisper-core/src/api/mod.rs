@@ -1,0 +1,544 @@
+//! The control API and the web UI, on the UI listener (loopback only, never tunnelled).
+//!
+//! One axum [`Router`] (built in [`route_table`]) serves both the HTTP listener
+//! ([`ControlApi::handle`]) and the desktop window's IPC ([`ControlApi::call`]), so there is
+//! exactly one control API. In front of the routes, one guard ([`guard`]):
+//! - HTTP only: the `Host` check (DNS-rebinding defence, every path) and the UI token on
+//!   `/api/*` (`Authorization: Bearer`, or `?access_token=` on the SSE route). A request made
+//!   in-process by the shell carries the [`InProcess`] marker instead, which no HTTP request can;
+//! - both: the body limits (256 KiB, 10 s), read once so every route sees the same rules.
+//!
+//! The areas: [`routes`] (sessions, messages, settings, events), [`crate::links::api`] (the
+//! assistant link, transcript, retry, test faults), [`crate::tunnel::api`] (the tunnel). Each
+//! returns a router merged here; they share only the leaf module [`common`] (answers, errors,
+//! the body extractor). The OpenAPI document is generated from the same route table and types
+//! and served at `GET /api/openapi.json`.
+
+pub mod common;
+mod routes;
+mod web;
+
+pub use common::{ApiError, MAX_API_BODY, MAX_USER_TEXT};
+pub use web::{find_ui_dir, Assets, DirAssets};
+
+use crate::assistants::Assistants;
+use crate::conversation::Conversation;
+use crate::faults::Faults;
+use crate::http::{self, AllowedHosts, Shutdown};
+use crate::links::api::LinkApi;
+use crate::tokens::{bearer, Secret};
+use crate::tunnel::TunnelManager;
+use axum::body::Body;
+use axum::extract::{FromRef, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use bytes::Bytes;
+use common::InProcess;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tower::ServiceExt;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+/// The schema's route (no UI token: it holds no secret; the `Host` check applies).
+pub const OPENAPI_PATH: &str = "/api/openapi.json";
+const EVENTS_PATH: &str = "/api/events";
+
+/// What the routes reach.
+pub struct ApiState {
+    pub conversation: Conversation,
+    pub callback_token: Arc<Secret>,
+    pub ui_token: Arc<Secret>,
+    pub hosts: Arc<AllowedHosts>,
+    pub callback_url: String,
+    pub data_dir: PathBuf,
+    pub assets: Option<Arc<dyn Assets>>,
+    pub shutdown: Shutdown,
+    /// The assistants (their routes live in [`crate::links::api`]).
+    pub link: Assistants,
+    /// Test-only fault injection (`/api/test/faults`, 404 unless enabled).
+    pub faults: Arc<Faults>,
+    /// The optional tunnel (its routes live in [`crate::tunnel::api`]).
+    pub tunnel: TunnelManager,
+}
+
+impl FromRef<Arc<ApiState>> for LinkApi {
+    fn from_ref(s: &Arc<ApiState>) -> LinkApi {
+        LinkApi {
+            link: s.link.clone(),
+            conversation: s.conversation.clone(),
+            faults: s.faults.clone(),
+        }
+    }
+}
+
+impl FromRef<Arc<ApiState>> for TunnelManager {
+    fn from_ref(s: &Arc<ApiState>) -> TunnelManager {
+        s.tunnel.clone()
+    }
+}
+
+/// The control API: its state and the one router over it.
+pub struct ControlApi {
+    state: Arc<ApiState>,
+    router: Router,
+    openapi: Bytes,
+}
+
+impl std::ops::Deref for ControlApi {
+    type Target = ApiState;
+    fn deref(&self) -> &ApiState {
+        &self.state
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "StageWhisper control API",
+        description = "The UI listener's API (loopback only). Every `/api/*` route but this \
+                       document needs `Authorization: Bearer <ui_token>`. Errors are \
+                       `{\"ok\":false,\"error\":\"<code>\",\"message\":\"…\"}` with stable codes \
+                       (docs/contract.md)."
+    ),
+    security(("ui_token" = []))
+)]
+struct ApiDoc;
+
+/// The security scheme, and the answers every route can give (documented once here): `401`
+/// without the token, `403` on a foreign `Host`, `503` when storage fails; and for routes with a
+/// body, `400 invalid_json`, `408` and `413`.
+struct CommonAnswers;
+
+impl utoipa::Modify for CommonAnswers {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "ui_token",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        let error = |description: &str| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("Error")))
+                            .build(),
+                    )
+                    .build(),
+            )
+        };
+        for item in doc.paths.paths.values_mut() {
+            let ops = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for op in ops.into_iter().flatten() {
+                let has_body = op.request_body.is_some();
+                let r = &mut op.responses.responses;
+                r.entry("401".into())
+                    .or_insert_with(|| error("`unauthorized`: missing or wrong UI token"));
+                r.entry("403".into()).or_insert_with(|| {
+                    error("`bad_host`: the Host header does not name this listener")
+                });
+                r.entry("503".into())
+                    .or_insert_with(|| error("`storage_unavailable`, `shutting_down`"));
+                if has_body {
+                    r.entry("400".into()).or_insert_with(|| {
+                        error("`invalid_json`, `missing_field`, `invalid_field`")
+                    });
+                    r.entry("408".into()).or_insert_with(|| {
+                        error("`request_timeout`: the body did not arrive in time")
+                    });
+                    r.entry("413".into())
+                        .or_insert_with(|| error("`payload_too_large`: over 256 KiB"));
+                }
+            }
+        }
+    }
+}
+
+/// The one route table, and the OpenAPI document generated from it (JSON).
+fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
+    let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(routes::routes())
+        .merge(crate::links::api::routes())
+        .merge(crate::tunnel::api::routes())
+        .split_for_parts();
+    utoipa::Modify::modify(&CommonAnswers, &mut doc);
+    let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
+    let schema = openapi.clone();
+    let router = router
+        .route(
+            OPENAPI_PATH,
+            axum::routing::get(move || {
+                let schema = schema.clone();
+                async move { common::Reply(StatusCode::OK, schema) }
+            }),
+        )
+        .fallback(fallback)
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state);
+    (router, openapi)
+}
+
+impl ControlApi {
+    pub fn new(state: ApiState) -> ControlApi {
+        let state = Arc::new(state);
+        let (router, openapi) = route_table(state.clone());
+        ControlApi {
+            state,
+            router,
+            openapi,
+        }
+    }
+
+    /// The router (for in-process callers; see [`ControlApi::call`]).
+    pub fn router(&self) -> Router {
+        self.router.clone()
+    }
+
+    /// The OpenAPI document (JSON), as served at `GET /api/openapi.json`.
+    pub fn openapi_json(&self) -> &[u8] {
+        &self.openapi
+    }
+
+    /// The HTTP listener's entry.
+    pub async fn handle(self: Arc<Self>, req: hyper::Request<Incoming>) -> Response {
+        let mut req = normalize(req.map(Body::new));
+        // Only `call` may mark a request in-process (an HTTP request cannot carry it anyway).
+        req.extensions_mut().remove::<InProcess>();
+        match self.router.clone().oneshot(req).await {
+            Ok(r) => r,
+            Err(never) => match never {},
+        }
+    }
+
+    /// One control API request made in-process (the window's IPC): the same router as HTTP,
+    /// marked [`InProcess`] instead of the HTTP-only Host and token checks. Answers the status
+    /// and the JSON body (`null` when there is none).
+    pub async fn call(&self, req: axum::http::Request<Vec<u8>>) -> (StatusCode, Value) {
+        let mut req = normalize(req.map(Body::from));
+        req.extensions_mut().insert(InProcess);
+        let resp = match self.router.clone().oneshot(req).await {
+            Ok(r) => r,
+            Err(never) => match never {},
+        };
+        let status = resp.status();
+        let body = match resp.into_body().collect().await {
+            Ok(b) => serde_json::from_slice(&b.to_bytes()).unwrap_or(Value::Null),
+            Err(_) => Value::Null,
+        };
+        (status, body)
+    }
+
+    /// [`ControlApi::call`] from its parts; `path` is the URL path (no query).
+    pub async fn dispatch(&self, method: &Method, path: &str, body: &[u8]) -> (StatusCode, Value) {
+        let Ok(req) = axum::http::Request::builder()
+            .method(method.clone())
+            .uri(path)
+            .body(body.to_vec())
+        else {
+            let e = ApiError::not_found();
+            return (e.status, e.body());
+        };
+        self.call(req).await
+    }
+}
+
+fn is_api_path(path: &str) -> bool {
+    path == "/api" || path.starts_with("/api/")
+}
+
+/// `/api/sessions/` is `/api/sessions` (and `//api/…` is `/api/…`), as routes never end in `/`.
+fn normalize(mut req: Request) -> Request {
+    let path = req.uri().path();
+    let trimmed = format!("/{}", path.trim_matches('/'));
+    if trimmed == path || !is_api_path(&trimmed) {
+        return req;
+    }
+    let pq = match req.uri().query() {
+        Some(q) => format!("{trimmed}?{q}"),
+        None => trimmed,
+    };
+    let mut parts = req.uri().clone().into_parts();
+    if let Ok(pq) = pq.parse() {
+        parts.path_and_query = Some(pq);
+        if let Ok(uri) = Uri::from_parts(parts) {
+            *req.uri_mut() = uri;
+        }
+    }
+    req
+}
+
+/// In front of every route (see the module docs).
+async fn guard(State(api): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
+    let in_process = req.extensions().get::<InProcess>().is_some();
+    let path = req.uri().path().to_string();
+    let is_api = is_api_path(&path);
+    if !in_process {
+        if !api.hosts.allows(&req) {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "bad_host",
+                "the Host header does not name this listener",
+            )
+            .into_response();
+        }
+        if is_api && path != OPENAPI_PATH && !authorized(&api, &req, path == EVENTS_PATH) {
+            let mut r = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "missing or wrong UI token",
+            )
+            .into_response();
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    if !is_api {
+        return next.run(req).await;
+    }
+    // Only POST/PUT/PATCH carry a body; it is read here, once, within the limits.
+    let (parts, body) = req.into_parts();
+    let bytes = if matches!(parts.method, Method::POST | Method::PUT | Method::PATCH) {
+        let too_large = || {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the body is larger than {} KiB", MAX_API_BODY / 1024),
+            )
+        };
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > MAX_API_BODY as u64) {
+            return too_large().into_response();
+        }
+        match tokio::time::timeout(
+            http::READ_TIMEOUT,
+            Limited::new(body, MAX_API_BODY).collect(),
+        )
+        .await
+        {
+            Err(_) => {
+                return ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    "the body did not arrive in time",
+                )
+                .into_response()
+            }
+            Ok(Ok(c)) => c.to_bytes(),
+            Ok(Err(e))
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some() =>
+            {
+                return too_large().into_response()
+            }
+            Ok(Err(e)) => return ApiError::bad("bad_request", e).into_response(),
+        }
+    } else {
+        Bytes::new()
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+fn authorized(api: &ApiState, req: &Request, is_events: bool) -> bool {
+    let header_token = bearer(
+        req.headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let query_token = is_events
+        .then(|| query_param(req.uri().query().unwrap_or(""), "access_token"))
+        .flatten();
+    header_token
+        .map(str::to_string)
+        .or(query_token)
+        .is_some_and(|t| api.ui_token.matches(&t))
+}
+
+/// No route matched: an unknown `/api` route (or anything in-process) is `404 not_found`, any
+/// other path is a static file of the web UI.
+async fn fallback(State(api): State<Arc<ApiState>>, req: Request) -> Response {
+    let path = req.uri().path();
+    if req.extensions().get::<InProcess>().is_some() || is_api_path(path) {
+        return ApiError::not_found().into_response();
+    }
+    web::static_file(api.assets.as_deref(), req.method(), path)
+}
+
+/// One `key=value` of a query string (values here are tokens and numbers: no decoding needed
+/// beyond `%3D`-free base64url).
+fn query_param(query: &str, key: &str) -> Option<String> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{App, Config};
+    use serde_json::json;
+
+    async fn start() -> (tempfile::TempDir, App) {
+        let tmp = tempfile::tempdir().unwrap();
+        let app = App::start(Config::new(tmp.path().to_path_buf()))
+            .await
+            .unwrap();
+        (tmp, app)
+    }
+
+    #[tokio::test]
+    async fn the_openapi_document_describes_every_route_of_the_table() {
+        let (_tmp, app) = start().await;
+        let (s, doc) = app.api.dispatch(&Method::GET, OPENAPI_PATH, b"").await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(
+            doc,
+            serde_json::from_slice::<Value>(app.api.openapi_json()).unwrap()
+        );
+        let mut ops: Vec<String> = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                ops.push(format!("{} {path}", method.to_uppercase()));
+                for code in ["401", "403"] {
+                    assert_eq!(
+                        op["responses"][code]["content"]["application/json"]["schema"]["$ref"],
+                        "#/components/schemas/Error",
+                        "{method} {path} {code}"
+                    );
+                }
+                if op.get("requestBody").is_some() {
+                    assert!(op["responses"]["413"].is_object(), "{method} {path}");
+                }
+            }
+        }
+        ops.sort();
+        let mut want = vec![
+            "POST /api/calls",
+            "POST /api/calls/{session_id}/end",
+            "POST /api/sessions",
+            "GET /api/sessions",
+            "DELETE /api/sessions/{session_id}",
+            "GET /api/sessions/{session_id}/messages",
+            "POST /api/sessions/{session_id}/messages",
+            "GET /api/sessions/{session_id}/insights",
+            "GET /api/sessions/{session_id}/typing",
+            "GET /api/settings",
+            "POST /api/settings/callback-token/rotate",
+            "GET /api/events",
+            "GET /api/assistant",
+            "PUT /api/assistant",
+            "DELETE /api/assistant",
+            "POST /api/assistant/check",
+            "POST /api/calls/{session_id}/transcript",
+            "GET /api/calls/{session_id}/transcript",
+            "POST /api/calls/{session_id}/summarise",
+            "POST /api/sessions/{session_id}/messages/{id}/retry",
+            "GET /api/test/faults",
+            "POST /api/test/faults",
+            "GET /api/tunnel",
+            "POST /api/tunnel",
+            "DELETE /api/tunnel",
+            "POST /api/tunnel/check",
+            "DELETE /api/tunnel/authtoken",
+        ];
+        want.sort();
+        assert_eq!(ops, want);
+        assert!(doc["components"]["securitySchemes"]["ui_token"].is_object());
+        app.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn in_process_requests_get_the_routers_rules() {
+        let (_tmp, app) = start().await;
+        let api = &app.api;
+        let (s, v) = api.dispatch(&Method::POST, "/api/sessions/", b"").await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        let sid = v["session_id"].as_str().unwrap().to_string();
+        for (method, path, body, status, code) in [
+            (Method::GET, "/api/events", &b""[..], 404, "not_found"),
+            (Method::GET, "/index.html", b"", 404, "not_found"),
+            (Method::PUT, "/api/calls", b"", 405, "method_not_allowed"),
+            (Method::POST, "/api/calls", b"[1]", 400, "invalid_json"),
+            (
+                Method::POST,
+                "/api/calls",
+                b"{\"title\": 5}",
+                400,
+                "invalid_field",
+            ),
+            (Method::PUT, "/api/assistant", b"{}", 400, "missing_field"),
+            (
+                Method::PUT,
+                "/api/assistant",
+                b"{\"base_url\": null}",
+                400,
+                "missing_field",
+            ),
+            (
+                Method::PUT,
+                "/api/assistant",
+                b"{\"base_url\": \"http://127.0.0.1:9\", \"mode\": \"x\"}",
+                400,
+                "invalid_field",
+            ),
+            (
+                Method::PUT,
+                "/api/assistant",
+                b"{\"base_url\": \"http://127.0.0.1:9\", \"kind\": 3}",
+                400,
+                "invalid_field",
+            ),
+            (Method::POST, "/api/test/faults", b"{", 404, "not_found"),
+        ] {
+            let (s, v) = api.dispatch(&method, path, body).await;
+            assert_eq!(
+                (s.as_u16(), v["error"].as_str()),
+                (status, Some(code)),
+                "{method} {path}: {v}"
+            );
+            assert_eq!(v["ok"], false, "{v}");
+        }
+        let big = serde_json::to_vec(&json!({"text": "x".repeat(MAX_API_BODY)})).unwrap();
+        let path = format!("/api/sessions/{sid}/messages");
+        let (s, v) = api.dispatch(&Method::POST, &path, &big).await;
+        assert_eq!(
+            (s.as_u16(), v["error"].as_str()),
+            (413, Some("payload_too_large"))
+        );
+        // A `kind` string is accepted (the link checks the rest).
+        let (s, v) = api
+            .dispatch(
+                &Method::PUT,
+                "/api/assistant",
+                b"{\"base_url\": \"http://127.0.0.1:9\", \"relay_token\": \"0123456789abcdef0123\", \"kind\": \"relay\"}",
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["configured"], true, "{v}");
+        app.shutdown().await;
+    }
+}

@@ -1,0 +1,312 @@
+//! The conversation's routes: calls, sessions, messages, insights, typing, settings.
+
+use super::common::{
+    ApiError, ApiResult, ErrorDoc, InProcess, JsonBody, OkDoc, Param, Reply, MAX_USER_TEXT,
+};
+use super::ApiState;
+use crate::conversation::CoreError;
+use crate::model::{InsightView, MessageView, SessionView, TypingView};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+type St = State<Arc<ApiState>>;
+
+pub fn routes() -> OpenApiRouter<Arc<ApiState>> {
+    OpenApiRouter::new()
+        .routes(routes!(create_call))
+        .routes(routes!(end_call))
+        .routes(routes!(create_session, list_sessions))
+        .routes(routes!(delete_session))
+        .routes(routes!(list_messages, post_message))
+        .routes(routes!(list_insights))
+        .routes(routes!(list_typing))
+        .routes(routes!(settings))
+        .routes(routes!(rotate_callback_token))
+        .routes(routes!(event_stream))
+}
+
+/// `POST /api/calls`, `POST /api/sessions`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct NewSession {
+    /// The title shown in the list (none: untitled).
+    pub title: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct CreatedCall {
+    pub session_id: String,
+    /// `insights:<session_id>`.
+    pub insights_session_id: Option<String>,
+    pub session: SessionView,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct CreatedSession {
+    pub session_id: String,
+    pub session: SessionView,
+}
+
+/// `POST /api/sessions/{session_id}/messages`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct NewMessage {
+    /// At most 16,000 characters.
+    pub text: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SettingsView {
+    /// The advertised callback URL (the tunnel's origin while it is up).
+    pub callback_url: String,
+    /// The callback listener's own loopback URL.
+    pub local_callback_url: String,
+    /// The tunnel's state (`off`, `connecting`, `online`, `failed`).
+    pub tunnel: String,
+    pub callback_token: String,
+    pub data_dir: String,
+    pub typing_timeout_secs: i64,
+    pub insights_grace_secs: i64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RotatedToken {
+    pub callback_token: String,
+}
+
+/// A call: a chat session plus its `insights:` session.
+#[utoipa::path(post, path = "/api/calls", tag = "sessions",
+    request_body(content = NewSession, description = "optional"),
+    responses((status = 201, body = CreatedCall), (status = 400, body = ErrorDoc)))]
+async fn create_call(State(api): St, JsonBody(b): JsonBody<NewSession>) -> ApiResult {
+    let s = api.conversation.create_session(true, b.title).await?;
+    Ok(Reply::new(
+        StatusCode::CREATED,
+        CreatedCall {
+            session_id: s.session_id.clone(),
+            insights_session_id: s.insights_session_id.clone(),
+            session: s,
+        },
+    ))
+}
+
+/// Ends the call; the chat stays open for the review.
+#[utoipa::path(post, path = "/api/calls/{session_id}/end", tag = "sessions",
+    params(("session_id" = String, Path)),
+    responses((status = 200, body = SessionView), (status = 404, body = ErrorDoc),
+        (status = 409, body = ErrorDoc, description = "`not_a_call`")))]
+async fn end_call(State(api): St, Param(id): Param) -> ApiResult {
+    Ok(Reply::ok(api.conversation.end_call(&id).await?))
+}
+
+/// A chat without a call.
+#[utoipa::path(post, path = "/api/sessions", tag = "sessions",
+    request_body(content = NewSession, description = "optional"),
+    responses((status = 201, body = CreatedSession), (status = 400, body = ErrorDoc)))]
+async fn create_session(State(api): St, JsonBody(b): JsonBody<NewSession>) -> ApiResult {
+    let s = api.conversation.create_session(false, b.title).await?;
+    Ok(Reply::new(
+        StatusCode::CREATED,
+        CreatedSession {
+            session_id: s.session_id.clone(),
+            session: s,
+        },
+    ))
+}
+
+/// Every session, newest first.
+#[utoipa::path(get, path = "/api/sessions", tag = "sessions",
+    responses((status = 200, body = Vec<SessionView>)))]
+async fn list_sessions(State(api): St) -> ApiResult {
+    Ok(Reply::ok(api.conversation.sessions().await?))
+}
+
+/// Deletes a session with its messages, insights and events.
+#[utoipa::path(delete, path = "/api/sessions/{session_id}", tag = "sessions",
+    params(("session_id" = String, Path)),
+    responses((status = 200, body = OkDoc), (status = 404, body = ErrorDoc)))]
+async fn delete_session(State(api): St, Param(id): Param) -> ApiResult {
+    api.conversation.delete_session(&id).await?;
+    Ok(Reply::ok(OkDoc { ok: true }))
+}
+
+/// The chat, ordered by (`sort_key`, `id`).
+#[utoipa::path(get, path = "/api/sessions/{session_id}/messages", tag = "messages",
+    params(("session_id" = String, Path)),
+    responses((status = 200, body = Vec<MessageView>), (status = 404, body = ErrorDoc)))]
+async fn list_messages(State(api): St, Param(id): Param) -> ApiResult {
+    Ok(Reply::ok(api.conversation.messages(&id).await?))
+}
+
+/// Stores the user's message (then the assistant link sends it).
+#[utoipa::path(post, path = "/api/sessions/{session_id}/messages", tag = "messages",
+    params(("session_id" = String, Path)),
+    request_body = NewMessage,
+    responses((status = 201, body = MessageView),
+        (status = 400, body = ErrorDoc, description = "`missing_field`, `invalid_field`, `text_too_long`, `empty_text`"),
+        (status = 404, body = ErrorDoc)))]
+async fn post_message(
+    State(api): St,
+    Param(id): Param,
+    JsonBody(b): JsonBody<NewMessage>,
+) -> ApiResult {
+    if b.text.chars().count() > MAX_USER_TEXT {
+        return Err(ApiError::bad(
+            "text_too_long",
+            format!("a message is at most {MAX_USER_TEXT} characters"),
+        ));
+    }
+    let m = api.conversation.user_message(&id, &b.text).await?;
+    api.link.wake();
+    Ok(Reply::new(StatusCode::CREATED, m))
+}
+
+/// The call's insights, newest first.
+#[utoipa::path(get, path = "/api/sessions/{session_id}/insights", tag = "messages",
+    params(("session_id" = String, Path)),
+    responses((status = 200, body = Vec<InsightView>), (status = 404, body = ErrorDoc)))]
+async fn list_insights(State(api): St, Param(id): Param) -> ApiResult {
+    Ok(Reply::ok(api.conversation.insights(&id).await?))
+}
+
+/// Active typing indicators.
+#[utoipa::path(get, path = "/api/sessions/{session_id}/typing", tag = "messages",
+    params(("session_id" = String, Path)),
+    responses((status = 200, body = Vec<TypingView>), (status = 404, body = ErrorDoc)))]
+async fn list_typing(State(api): St, Param(id): Param) -> ApiResult {
+    let c = &api.conversation;
+    if c.sessions().await?.iter().all(|s| s.session_id != id) {
+        return Err(CoreError::SessionNotFound.into());
+    }
+    Ok(Reply::ok(c.typing(&id).await?))
+}
+
+/// The callback URL and token, and the timers.
+#[utoipa::path(get, path = "/api/settings", tag = "settings",
+    responses((status = 200, body = SettingsView)))]
+async fn settings(State(api): St) -> ApiResult {
+    let s = api.conversation.settings();
+    Ok(Reply::ok(SettingsView {
+        callback_url: api.tunnel.advertised_callback_url(),
+        local_callback_url: api.callback_url.clone(),
+        tunnel: api.tunnel.status().state.as_str().to_string(),
+        callback_token: api.callback_token.get(),
+        data_dir: api.data_dir.display().to_string(),
+        typing_timeout_secs: s.typing_timeout_ms / 1000,
+        insights_grace_secs: s.insights_grace_ms / 1000,
+    }))
+}
+
+/// A new callback token; the old one stops working at once.
+#[utoipa::path(post, path = "/api/settings/callback-token/rotate", tag = "settings",
+    responses((status = 200, body = RotatedToken), (status = 500, body = ErrorDoc, description = "`token_write_failed`")))]
+async fn rotate_callback_token(State(api): St) -> ApiResult {
+    let t = api
+        .callback_token
+        .rotate()
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "token_write_failed", e))?;
+    tracing::info!("callback token rotated");
+    Ok(Reply::ok(RotatedToken { callback_token: t }))
+}
+
+/// The event log as SSE (`GET /api/events`): `id:` is the cursor; `Last-Event-ID: N` (or
+/// `?after=N`) resumes after N exactly once, then live events. Without a cursor the stream starts
+/// at the current end and first sends `event: ready` with `{"cursor": N}`. The window's IPC has
+/// the `sw-event` Tauri event instead (`404` there).
+#[utoipa::path(get, path = "/api/events", tag = "events",
+    params(
+        ("after" = Option<i64>, Query, description = "resume after this cursor (`0`: the whole log)"),
+        ("Last-Event-ID" = Option<i64>, Header, description = "resume after this cursor (wins over `after`)"),
+        ("access_token" = Option<String>, Query, description = "the UI token (`EventSource` cannot set headers)"),
+    ),
+    responses((status = 200, content_type = "text/event-stream", body = String,
+        description = "`id: <cursor>` / `event: <type>` / `data: {…}` frames; `: keepalive` every 15 s")))]
+async fn event_stream(State(api): St, req: Request) -> Response {
+    if req.extensions().get::<InProcess>().is_some() {
+        return ApiError::not_found().into_response();
+    }
+    let header_cursor = req
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<i64>().ok());
+    let cursor = header_cursor.or_else(|| {
+        super::query_param(req.uri().query().unwrap_or(""), "after")
+            .and_then(|v| v.parse::<i64>().ok())
+    });
+    match stream_from(&api, cursor).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The log from `cursor` (exclusive), or from its end with a `ready` frame first.
+async fn stream_from(api: &ApiState, cursor: Option<i64>) -> Result<Response, ApiError> {
+    let store = api.conversation.store().clone();
+    let (start, hello) = match cursor {
+        Some(c) => (c.max(0), false),
+        None => match store.last_event_id().await {
+            Ok(id) => (id, true),
+            Err(e) => {
+                return Err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "storage_unavailable",
+                    e,
+                ))
+            }
+        },
+    };
+    let mut sub = api.conversation.hub().subscribe(store, start);
+    let shutdown = api.shutdown.clone();
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(256);
+    tokio::spawn(async move {
+        // A first frame at once, so proxies and clients see the stream is alive.
+        let first = if hello {
+            format!(": stream open\nevent: ready\ndata: {{\"cursor\":{start}}}\n\n")
+        } else {
+            ": stream open\n\n".to_string()
+        };
+        if tx.send(Bytes::from(first)).await.is_err() {
+            return;
+        }
+        let mut keepalive = tokio::time::interval(Duration::from_secs(15));
+        keepalive.tick().await;
+        loop {
+            let frame = tokio::select! {
+                e = sub.next() => match e {
+                    Ok(e) => format!("id: {}\nevent: {}\ndata: {}\n\n", e.id, e.event_type, e.json),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "event stream read failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        continue;
+                    }
+                },
+                _ = keepalive.tick() => ": keepalive\n\n".to_string(),
+                _ = shutdown.wait() => break,
+                _ = tx.closed() => break,
+            };
+            if tx.send(Bytes::from(frame)).await.is_err() {
+                break;
+            }
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, std::io::Error>(b), rx))
+    });
+    let mut r = Response::new(Body::from_stream(stream));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(r)
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The control API against its own OpenAPI document: schemathesis generates requests from
+# `GET /api/openapi.json` of the real headless binary and checks every answer (no 5xx; status
+# codes, content types and bodies as documented). Bounded: a few dozen cases per route.
+#
+#   STAGEWHISPER_BIN=target/debug/stagewhisper tests/schema/run.sh
+#
+# Needs python3 with venv (Debian: python3-venv) and PyPI for the first run; the venv is kept
+# in target/schema-venv (or $STAGEWHISPER_SCHEMA_VENV). Exits non-zero on any failure.
+#
+# Not fuzzed: `GET /api/events` (an endless SSE stream; covered by tests/headless_cli.rs) and
+# `POST /api/tunnel` (it would start a tunnel to whatever host the generator picks).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+SCHEMATHESIS_SPEC="${SCHEMATHESIS_SPEC:-schemathesis==4.32.5}"
+VENV="${STAGEWHISPER_SCHEMA_VENV:-$REPO/target/schema-venv}"
+MAX_EXAMPLES="${SCHEMA_MAX_EXAMPLES:-25}"
+MAX_TIME="${SCHEMA_MAX_TIME:-180}"
+
+log() { printf '[schema %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+BIN="${STAGEWHISPER_BIN:-$REPO/target/debug/stagewhisper}"
+[[ -x "$BIN" ]] || die "no binary at $BIN (cargo build first, or set STAGEWHISPER_BIN)"
+
+# ---------------------------------------------------------------- the venv
+PY="${PYTHON:-python3}"
+if ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  command -v apt-get >/dev/null 2>&1 && [[ $(id -u) == 0 ]] || die "python3 -m venv needs python3-venv: apt-get install python3-venv"
+  log "apt-get install python3-venv"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq --no-install-recommends python3-venv >&2
+fi
+want="${SCHEMATHESIS_SPEC#*==}"
+have="$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("schemathesis"))' 2>/dev/null || true)"
+if [[ "$have" != "$want" ]]; then
+  log "installing $SCHEMATHESIS_SPEC into $VENV"
+  rm -rf "$VENV"
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "$SCHEMATHESIS_SPEC" >&2
+fi
+
+# ---------------------------------------------------------------- the app
+TMP="$(mktemp -d)"
+APP_PID=""
+cleanup() {
+  if [[ -n "$APP_PID" ]] && kill -0 "$APP_PID" 2>/dev/null; then
+    kill -TERM "$APP_PID" 2>/dev/null || true
+    wait "$APP_PID" 2>/dev/null || true
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+mkdir -p "$TMP/data"
+# No tunnel authtoken and no fault injection: the run must not reach beyond loopback.
+env -u NGROK_AUTHTOKEN -u STAGEWHISPER_TEST_FAULT_INJECTION RUST_LOG="${RUST_LOG:-warn}" \
+  "$BIN" --headless --data-dir "$TMP/data" >"$TMP/stdout" 2>"$TMP/stderr" &
+APP_PID=$!
+for _ in $(seq 1 300); do
+  [[ -s "$TMP/stdout" ]] && head -n1 "$TMP/stdout" | grep -q '}' && break
+  kill -0 "$APP_PID" 2>/dev/null || { cat "$TMP/stderr" >&2; die "the app exited before it was ready"; }
+  sleep 0.1
+done
+READY="$(head -n1 "$TMP/stdout")"
+[[ -n "$READY" ]] || { cat "$TMP/stderr" >&2; die "no ready line within 30 s"; }
+read -r UI_URL UI_TOKEN < <("$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); assert r["event"]=="ready"; print(r["ui_url"], r["ui_token"])' "$READY")
+log "app ready at $UI_URL"
+
+# ---------------------------------------------------------------- the run
+set +e
+"$VENV/bin/st" run "${UI_URL}api/openapi.json" \
+  --url "${UI_URL%/}" \
+  -H "Authorization: Bearer $UI_TOKEN" \
+  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
+  --phases examples,coverage,fuzzing \
+  --max-examples "$MAX_EXAMPLES" \
+  --max-time "$MAX_TIME" \
+  --request-timeout 30 \
+  --exclude-operation-id event_stream \
+  --exclude-operation-id post_tunnel \
+  --seed "${SCHEMA_SEED:-20261201}" \
+  --generation-database none \
+  --no-color
+rc=$?
+set -e
+if [[ $rc != 0 ]]; then
+  log "schemathesis failed (exit $rc); the app's log:"
+  tail -n 50 "$TMP/stderr" >&2
+  exit "$rc"
+fi
+kill -0 "$APP_PID" 2>/dev/null || die "the app died during the run"
+log "control API matches its schema"
