@@ -11,9 +11,14 @@
 //! Nothing here knows the conversation model: the caller maps [`GatewayEvent`]s onto it and
 //! dedupes finals by idempotency key.
 
+pub mod client;
 pub mod frames;
 pub mod identity;
 
+pub use client::{
+    GatewayClient, GatewayError, GatewayEvent, GatewayHandle, GatewaySettings, GatewayStatus,
+    LinkState, Pairing, SendOutcome,
+};
 pub use identity::DeviceIdentity;
 
 #[cfg(test)]
