@@ -128,7 +128,7 @@ impl GatewaySettings {
             client_version: env!("CARGO_PKG_VERSION").to_string(),
             platform: std::env::consts::OS.to_string(),
             pairing_retry: Duration::from_secs(2),
-            request_timeout: Duration::from_secs(15),
+            request_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -764,11 +764,14 @@ struct Online {
     hello: HelloOk,
 }
 
+/// Requests waiting for their `res`, by id.
+type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Result<Value, ErrorShape>>>>>;
+
 /// The request side of an online connection, shared with its workers.
 #[derive(Clone)]
 struct Rpc {
     out: mpsc::Sender<String>,
-    pending: Arc<Mutex<HashMap<String, oneshot::Sender<Result<Value, ErrorShape>>>>>,
+    pending: Pending,
     timeout: Duration,
 }
 

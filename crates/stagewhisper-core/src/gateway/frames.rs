@@ -157,7 +157,7 @@ pub struct ChatHistoryParams {
 /// An outgoing request, typed by method (used to check what we send, and recorded frames).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outbound {
-    Connect(ConnectParams),
+    Connect(Box<ConnectParams>),
     ChatSend(ChatSendParams),
     ChatAbort(ChatAbortParams),
     ChatHistory(ChatHistoryParams),
@@ -180,7 +180,9 @@ pub fn parse_outbound(text: &str) -> Result<(String, Outbound), FrameError> {
         source: e,
     };
     let out = match req.method.as_str() {
-        "connect" => Outbound::Connect(serde_json::from_value(params).map_err(malformed)?),
+        "connect" => {
+            Outbound::Connect(Box::new(serde_json::from_value(params).map_err(malformed)?))
+        }
         "chat.send" => Outbound::ChatSend(serde_json::from_value(params).map_err(malformed)?),
         "chat.abort" => Outbound::ChatAbort(serde_json::from_value(params).map_err(malformed)?),
         "chat.history" => Outbound::ChatHistory(serde_json::from_value(params).map_err(malformed)?),
@@ -696,10 +698,10 @@ impl History {
         let reply = self
             .messages
             .iter()
+            .rev()
             .filter(|m| m.role == "assistant" && m.run_id() == Some(key))
             .map(HistoryMessage::text)
-            .filter(|t| !t.is_empty())
-            .last();
+            .find(|t| !t.is_empty());
         match (accepted, reply) {
             (_, Some(text)) => HistoryFinding::Replied { text },
             (true, None) => HistoryFinding::Accepted,

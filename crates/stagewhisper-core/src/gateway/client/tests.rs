@@ -25,8 +25,6 @@ enum Reply {
     Ok(Value),
     Event(Value),
     Close(u16),
-    /// Stop reading (no pongs, nothing) and hold the socket.
-    Silence,
 }
 
 type ConnectFn = dyn Fn(usize, &ConnectParams) -> Act + Send + Sync;
@@ -124,7 +122,10 @@ async fn fake(
                 assert_eq!(d.nonce, nonce);
                 assert_eq!(d.signed_at, ts);
                 verify(&d.public_key, &payload, &d.signature).expect("a valid signature");
-                connects.lock().unwrap().push((Instant::now(), p.clone()));
+                connects
+                    .lock()
+                    .unwrap()
+                    .push((Instant::now(), (*p).clone()));
                 match on_connect(conn, &p) {
                     Act::Refuse(error, code) => {
                         let res = json!({"type": "res", "id": id, "ok": false, "error": error});
@@ -184,10 +185,6 @@ async fn fake(
                                         reason: "bye".into(),
                                     }))
                                     .await;
-                                return;
-                            }
-                            Reply::Silence => {
-                                tokio::time::sleep(Duration::from_secs(60)).await;
                                 return;
                             }
                         }
