@@ -291,7 +291,10 @@ async fn real_gateway_end_to_end() {
         unreachable!()
     };
     // What had streamed when the abort landed: a prefix of the stub's "Stub reply #N: ...".
-    assert!(!partial.is_empty() && partial.starts_with("Stub"), "{partial}");
+    assert!(
+        !partial.is_empty() && partial.starts_with("Stub"),
+        "{partial}"
+    );
     link.drain(Duration::from_secs(3)).await;
     assert!(link.finals_for(&k).is_empty(), "no final after an abort");
 
