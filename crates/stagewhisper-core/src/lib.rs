@@ -20,6 +20,7 @@ pub mod conversation;
 pub mod datadir;
 pub mod events;
 pub mod faults;
+pub mod gateway;
 pub mod http;
 pub mod hub;
 pub mod links;
