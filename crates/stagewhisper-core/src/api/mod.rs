@@ -453,6 +453,7 @@ mod tests {
             "PUT /api/assistant",
             "DELETE /api/assistant",
             "POST /api/assistant/check",
+            "GET /api/providers",
             "POST /api/calls/{session_id}/transcript",
             "GET /api/calls/{session_id}/transcript",
             "POST /api/calls/{session_id}/summarise",
@@ -529,7 +530,8 @@ mod tests {
             (s.as_u16(), v["error"].as_str()),
             (413, Some("payload_too_large"))
         );
-        // A `kind` string is accepted (the link checks the rest).
+        // `kind` picks the assistant kind; an unknown one is refused with its code, the default
+        // one takes its settings (the kind checks the rest).
         let (s, v) = api
             .dispatch(
                 &Method::PUT,
@@ -537,8 +539,24 @@ mod tests {
                 b"{\"base_url\": \"http://127.0.0.1:9\", \"relay_token\": \"0123456789abcdef0123\", \"kind\": \"relay\"}",
             )
             .await;
+        assert_eq!(
+            (s.as_u16(), v["error"].as_str()),
+            (400, Some("unknown_kind")),
+            "{v}"
+        );
+        let (s, v) = api
+            .dispatch(
+                &Method::PUT,
+                "/api/assistant",
+                b"{\"base_url\": \"http://127.0.0.1:9\", \"relay_token\": \"0123456789abcdef0123\", \"kind\": \"incoming\"}",
+            )
+            .await;
         assert_eq!(s, StatusCode::OK, "{v}");
-        assert_eq!(v["configured"], true, "{v}");
+        assert_eq!(
+            (v["kind"].as_str(), &v["configured"]),
+            (Some("incoming"), &json!(true)),
+            "{v}"
+        );
         app.shutdown().await;
     }
 }
