@@ -429,9 +429,45 @@ impl Assistants {
             active: RwLock::new(active),
         });
         let me = Assistants { inner };
+        me.catch_up_preludes().await;
         tokio::spawn(outbox::run(me.clone()));
         tokio::spawn(outbox::watch_conversation(me.clone(), cursor));
         me
+    }
+
+    /// A call that started just before the app stopped may have been committed without the
+    /// watcher seeing its `session_created` (the watcher starts at the log's end): every live
+    /// call of the last day gets its prelude record if it has none. (Older records are pruned
+    /// after a week, so a call left open for longer is not framed again.)
+    async fn catch_up_preludes(&self) {
+        const DAY_MS: i64 = 24 * 3600 * 1000;
+        if !self.is_configured() {
+            return;
+        }
+        let sessions = match self.conversation().sessions().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "assistant outbox: cannot list calls at start-up");
+                return;
+            }
+        };
+        let since = self.inner.ctx.clock.now_ms() - DAY_MS;
+        let mut added = false;
+        for s in sessions
+            .iter()
+            .filter(|s| s.is_call && s.ended_at.is_none())
+        {
+            let recent = crate::protocol::parse_rfc3339(&s.created_at)
+                .is_some_and(|t| t.timestamp_millis() >= since);
+            if recent && self.inner.ctx.ensure_prelude(&s.session_id) {
+                added = true;
+            }
+        }
+        if added {
+            tracing::info!(
+                "assistant outbox: queued the prelude of a call started just before the last stop"
+            );
+        }
     }
 
     pub fn context(&self) -> &Arc<AssistantContext> {
