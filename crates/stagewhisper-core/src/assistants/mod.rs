@@ -317,31 +317,36 @@ impl AssistantContext {
 
     /// Creates a pending prelude record for a call (once); `true` if one was created.
     pub(crate) fn ensure_prelude(&self, call_id: &str) -> bool {
-        let now = self.clock.now_ms();
-        self.with_state(|st| {
-            if st.preludes.contains_key(call_id) {
-                return (false, false);
-            }
-            st.preludes.insert(
-                call_id.to_string(),
-                PreludeRecord {
-                    task_id: uuid::Uuid::new_v4().to_string(),
-                    state: PreludeState::Pending,
-                    created_ms: now,
-                },
-            );
-            (true, true)
-        })
+        self.ensure_record(call_id, |st| &mut st.preludes)
     }
 
     /// Creates a pending "call ended" record (once); `true` if one was created.
     pub(crate) fn ensure_call_end(&self, call_id: &str) -> bool {
+        self.ensure_record(call_id, |st| &mut st.call_ends)
+    }
+
+    pub(crate) fn set_call_end_state(&self, call_id: &str, state: PreludeState) {
+        self.set_record_state(call_id, state, |st| &mut st.call_ends)
+    }
+
+    pub(crate) fn set_prelude_state(&self, call_id: &str, state: PreludeState) {
+        self.set_record_state(call_id, state, |st| &mut st.preludes)
+    }
+
+    /// A call's once-only outgoing record (prelude, call ended): created pending with its own
+    /// task id, kept across retries and restarts.
+    fn ensure_record(
+        &self,
+        call_id: &str,
+        records: fn(&mut LinkState) -> &mut CallRecords,
+    ) -> bool {
         let now = self.clock.now_ms();
         self.with_state(|st| {
-            if st.call_ends.contains_key(call_id) {
+            let records = records(st);
+            if records.contains_key(call_id) {
                 return (false, false);
             }
-            st.call_ends.insert(
+            records.insert(
                 call_id.to_string(),
                 PreludeRecord {
                     task_id: uuid::Uuid::new_v4().to_string(),
@@ -353,18 +358,13 @@ impl AssistantContext {
         })
     }
 
-    pub(crate) fn set_call_end_state(&self, call_id: &str, state: PreludeState) {
-        self.with_state(|st| match st.call_ends.get_mut(call_id) {
-            Some(p) if p.state != state => {
-                p.state = state;
-                ((), true)
-            }
-            _ => ((), false),
-        })
-    }
-
-    pub(crate) fn set_prelude_state(&self, call_id: &str, state: PreludeState) {
-        self.with_state(|st| match st.preludes.get_mut(call_id) {
+    fn set_record_state(
+        &self,
+        call_id: &str,
+        state: PreludeState,
+        records: fn(&mut LinkState) -> &mut CallRecords,
+    ) {
+        self.with_state(|st| match records(st).get_mut(call_id) {
             Some(p) if p.state != state => {
                 p.state = state;
                 ((), true)
@@ -373,6 +373,9 @@ impl AssistantContext {
         })
     }
 }
+
+/// A call's once-only outgoing records, by call session id.
+type CallRecords = std::collections::BTreeMap<String, PreludeRecord>;
 
 /// Builds a kind once the context exists (extra kinds come in through [`crate::Config`]).
 pub type KindFactory = Box<dyn FnOnce(Arc<AssistantContext>) -> Arc<dyn AssistantKind> + Send>;
