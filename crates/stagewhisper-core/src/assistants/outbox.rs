@@ -292,19 +292,11 @@ async fn run_job(a: &Assistants, job: Job, notes: &mut HashMap<String, &'static 
                 task_id,
                 title,
             };
-            let kind = a.active();
-            match kind.deliver(&entry).await {
-                Attempt::Delivered(_) | Attempt::Duplicate => {
-                    ctx.set_prelude_state(&call_id, PreludeState::Sent);
-                    Outcome::Done
-                }
-                Attempt::RetryAfter { after, .. } => Outcome::Retry(after),
-                Attempt::Failed { code, message } => {
-                    tracing::warn!(call_id = %call_id, code, %message, kind = kind.kind(), "the call's prelude was refused; its transcript is sent without it");
-                    ctx.set_prelude_state(&call_id, PreludeState::Failed);
-                    Outcome::Done
-                }
-            }
+            let refused = "the call's prelude was refused; its transcript is sent without it";
+            deliver_call_record(a, &entry, refused, |state| {
+                ctx.set_prelude_state(&call_id, state)
+            })
+            .await
         }
         Job::CallEnded { call_id, task_id } => {
             let entry = Outgoing::CallEnded {
@@ -312,19 +304,11 @@ async fn run_job(a: &Assistants, job: Job, notes: &mut HashMap<String, &'static 
                 call_id: call_id.clone(),
                 task_id,
             };
-            let kind = a.active();
-            match kind.deliver(&entry).await {
-                Attempt::Delivered(_) | Attempt::Duplicate => {
-                    ctx.set_call_end_state(&call_id, PreludeState::Sent);
-                    Outcome::Done
-                }
-                Attempt::RetryAfter { after, .. } => Outcome::Retry(after),
-                Attempt::Failed { code, message } => {
-                    tracing::warn!(call_id = %call_id, code, %message, kind = kind.kind(), "the end of the call was not delivered");
-                    ctx.set_call_end_state(&call_id, PreludeState::Failed);
-                    Outcome::Done
-                }
-            }
+            let refused = "the end of the call was not delivered";
+            deliver_call_record(a, &entry, refused, |state| {
+                ctx.set_call_end_state(&call_id, state)
+            })
+            .await
         }
         Job::Expire(row) => {
             let msg = format!(
@@ -475,6 +459,28 @@ async fn deliver_row(
 fn storage_retry(e: CoreError) -> Outcome {
     tracing::warn!(error = %e, "assistant outbox: cannot record a delivery state; retrying");
     Outcome::Retry(Some(Duration::from_secs(1)))
+}
+
+/// One attempt at a call's once-only entry (prelude, call ended); `settle` records how it went.
+async fn deliver_call_record(
+    a: &Assistants,
+    entry: &Outgoing,
+    refused: &str,
+    settle: impl FnOnce(PreludeState),
+) -> Outcome {
+    let kind = a.active();
+    match kind.deliver(entry).await {
+        Attempt::Delivered(_) | Attempt::Duplicate => {
+            settle(PreludeState::Sent);
+            Outcome::Done
+        }
+        Attempt::RetryAfter { after, .. } => Outcome::Retry(after),
+        Attempt::Failed { code, message } => {
+            tracing::warn!(session_id = entry.session_id(), code, %message, kind = kind.kind(), "{refused}");
+            settle(PreludeState::Failed);
+            Outcome::Done
+        }
+    }
 }
 
 /// Follows the conversation's event log: wakes the outbox for new outgoing entries, queues a
