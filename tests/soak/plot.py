@@ -34,7 +34,7 @@ def _panel(out, top, height, samples, series, unit, x_max, warmup, heading):
     legend_x = right
     for key, f, colour, label in reversed(series):
         out.append(f'<text x="{legend_x}" y="{top - 8}" font-size="11" fill="{colour}" text-anchor="end">■ {label}</text>')
-        legend_x -= 12 + 7 * len(label)
+        legend_x -= 24 + 7 * len(label)
     out.append(f'<rect x="{left}" y="{top}" width="{right - left}" height="{height}" fill="none" stroke="#999"/>')
     for i in range(5):
         v = y_max * i / 4
@@ -84,3 +84,14 @@ def plot(samples, prefix, warmup, title):
     if not os.path.exists(png) and shutil.which("convert"):
         subprocess.run(["convert", svg, png], capture_output=True, timeout=60)
     return png if os.path.exists(png) else None
+
+
+if __name__ == "__main__":
+    # Re-draws a run's plot from its CSV: plot.py PREFIX WARMUP TITLE
+    import csv
+    import sys
+
+    prefix, warmup, title = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+    with open(prefix + ".csv") as f:
+        rows = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    print(plot(rows, prefix, warmup, title) or prefix + ".svg")

@@ -25,8 +25,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use sqlx::{ConnectOptions, Row};
 
-/// Rows of the old-schema database (about 25 MB).
-const OLD_ROWS: i64 = 60_000;
+/// Rows of the old-schema database (about 16 MB).
+const OLD_ROWS: i64 = 40_000;
 const OLD_SESSIONS: i64 = 40;
 const KILLS: usize = 20;
 

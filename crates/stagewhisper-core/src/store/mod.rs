@@ -95,6 +95,9 @@ struct Checkpoints {
     total: AtomicU64,
 }
 
+/// Page cache of each pooled read connection (`cache_size`, negative: KiB).
+const READ_CACHE_KIB: &str = "-512";
+
 const IDLE_BEFORE_CHECKPOINT: Duration = Duration::from_millis(250);
 const MAX_COMMITS_BEFORE_CHECKPOINT: u64 = 2_000;
 
@@ -128,10 +131,16 @@ impl Store {
             .connect()
             .await?;
         sqlx::migrate!("./migrations").run(&mut writer).await?;
+        // The views' reads: a small page cache each (the OS page cache holds the file anyway),
+        // so the pool's memory does not grow with the database as its pages get read.
         let read = SqlitePoolOptions::new()
             .max_connections(4)
             .min_connections(1)
-            .connect_with(base_options(path).read_only(true))
+            .connect_with(
+                base_options(path)
+                    .read_only(true)
+                    .pragma("cache_size", READ_CACHE_KIB),
+            )
             .await?;
         let store = Store {
             read,

@@ -25,6 +25,13 @@ use tokio::sync::{mpsc, Notify};
 /// Most units the writer commits in one transaction.
 pub const MAX_UNITS_PER_COMMIT: usize = 64;
 
+/// How often, at most, the idle writer gives back its page cache. Every new page of the
+/// database passes through the writer's cache, so without this the cache grows with the
+/// database (up to its `cache_size`): a three-hour call's memory kept climbing by the size of
+/// what it stored. Under sustained load the writer is never idle and keeps its cache; after a
+/// release the few hot pages come back from the OS page cache on the next commits.
+const RELEASE_MEMORY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What the deciding side hands over: the writes of one batch, and what to do once they are
 /// committed (carried back over the `done` channel) or failed.
 pub struct Unit<P> {
@@ -156,6 +163,7 @@ impl<P: Payload> Writer<P> {
         // SAFETY: `locked` is sqlx's lock on this connection's handle, held until `db` is gone;
         // nothing else uses the connection meanwhile (the writer owns it).
         let mut db = unsafe { RawConn::new(locked.as_raw_handle()) };
+        let mut released = std::time::Instant::now();
         while let Some(first) = rx.blocking_recv() {
             let mut units = vec![first];
             while units.len() < MAX_UNITS_PER_COMMIT {
@@ -168,6 +176,10 @@ impl<P: Payload> Writer<P> {
             self.commit(&mut db, units);
             if self.pipeline.returned(n) && rx.is_empty() {
                 self.store.idle();
+                if released.elapsed() >= RELEASE_MEMORY_EVERY {
+                    db.release_memory();
+                    released = std::time::Instant::now();
+                }
             }
         }
         drop(db);
