@@ -5,9 +5,15 @@
 //! The migration case builds a database of the previous schema (the first three migrations of
 //! `crates/stagewhisper-core/migrations`, applied by sqlx's migrator from a copy of those files)
 //! holding many rows, so the binary's start-up spends a while in migration 0004 (which rebuilds
-//! both tables), then starts the real binary on it 20 times, killing it (`SIGKILL`) at increasing
-//! delays spread over the start-up time measured once on a copy. Once a start gets as far as
-//! its ready line, callbacks flow until the kill, and each acknowledged one must survive.
+//! both tables), then starts the real binary on it 20 times and kills it (`SIGKILL`):
+//! - 15 times at increasing delays over the start-up time measured once on a copy; a start that
+//!   got through the migration before its kill narrows the window and the next start is from
+//!   the old database again, so these kills land in start-up or in the migration;
+//! - 5 times on the migrated database, at increasing delays after the ready line, in the middle
+//!   of a flood of callbacks: each acknowledged one must survive.
+//!
+//! After every kill the test opens the file itself: it opens, `PRAGMA quick_check` is `ok`, the
+//! schema is the old or the new one and never half-migrated, and no row is missing.
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
@@ -29,6 +35,8 @@ use sqlx::{ConnectOptions, Row};
 const OLD_ROWS: i64 = 40_000;
 const OLD_SESSIONS: i64 = 40;
 const KILLS: usize = 20;
+/// Of those, the kills during start-up and migration (the rest come after the ready line).
+const MIGRATION_KILLS: usize = 15;
 
 fn migrations_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../stagewhisper-core/migrations")
@@ -167,23 +175,51 @@ async fn kill_9_during_start_up_and_migration_never_breaks_the_database() {
     assert_eq!((v, n), (4, OLD_ROWS), "the probe start migrated everything");
     eprintln!("start-up with the migration: {startup:?}");
 
+    // The old database as built, to start each migration kill from.
+    let pristine = root.path().join("pristine.db");
+    std::fs::copy(&db, &pristine).unwrap();
+    let restore = || {
+        for ext in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
+        }
+        std::fs::copy(&pristine, &db).unwrap();
+    };
+
     let http = http_client();
     let acked: Arc<Mutex<BTreeSet<String>>> = Arc::default();
     let next = Arc::new(AtomicUsize::new(0));
     let mut sid: Option<String> = None;
-    let mut migrated_at = None;
-    let mut ready_kills = 0;
+    let mut window = startup;
+    let (mut mid_migration, mut ready_kills) = (0, 0);
     for k in 0..KILLS {
-        // Delays over 0..1.25× the measured start-up: most kills land in the migration (or the
-        // start-up that follows it), the last ones after the ready line, in the middle of a flood.
-        let delay = startup.mul_f64((k + 1) as f64 * 1.25 / KILLS as f64);
+        // Phase 1: kills at increasing delays over the start-up with the migration. A start that
+        // got through the migration before its kill narrows the window, and the next one starts
+        // from the old database again, so every kill of this phase lands in start-up or
+        // migration. Phase 2: on the migrated database, kills at increasing delays after the
+        // ready line, in the middle of a flood of callbacks.
+        let migrating = k < MIGRATION_KILLS;
+        let delay = if migrating {
+            window.mul_f64((k + 1) as f64 / (MIGRATION_KILLS + 1) as f64)
+        } else {
+            Duration::from_millis(150 * (k - MIGRATION_KILLS + 1) as u64)
+        };
         let mut p = Proc::spawn(&args(&data), &[]);
         let t = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
         let mut senders = Vec::new();
-        while t.elapsed() < delay {
-            if senders.is_empty() {
-                if let Some(line) = p.stdout_lines().first() {
+        let mut flood_from = None;
+        loop {
+            let ready_line = p.stdout_lines().first().cloned();
+            if migrating && t.elapsed() >= delay {
+                break;
+            }
+            if let (Some(at), false) = (flood_from, migrating) {
+                if Instant::now().duration_since(at) >= delay {
+                    break;
+                }
+            }
+            if senders.is_empty() && (!migrating || ready_line.is_some()) {
+                if let Some(line) = &ready_line {
                     let ready = parse_ready(line).unwrap();
                     let s = match &sid {
                         Some(s) => s.clone(),
@@ -202,6 +238,7 @@ async fn kill_9_during_start_up_and_migration_never_breaks_the_database() {
                         }
                     };
                     sid = Some(s.clone());
+                    flood_from = Some(Instant::now());
                     for _ in 0..4 {
                         let (http, ready, s) = (http.clone(), ready.clone(), s.clone());
                         let (acked, next, stop) = (acked.clone(), next.clone(), stop.clone());
@@ -214,15 +251,8 @@ async fn kill_9_during_start_up_and_migration_never_breaks_the_database() {
                                     ready.callback_url,
                                     b["task_id"].as_str().unwrap()
                                 );
-                                match request(
-                                    &http,
-                                    Method::POST,
-                                    &url,
-                                    &ready.callback_token,
-                                    Some(&b),
-                                )
-                                .await
-                                {
+                                let token = &ready.callback_token;
+                                match request(&http, Method::POST, &url, token, Some(&b)).await {
                                     Ok((200, v)) if v["ok"] == true => {
                                         acked.lock().unwrap().insert(format!("rs-{i:05}"));
                                     }
@@ -234,9 +264,14 @@ async fn kill_9_during_start_up_and_migration_never_breaks_the_database() {
                     }
                 }
             }
+            assert!(
+                t.elapsed() < STARTUP_TIMEOUT,
+                "kill {k}: no ready line within {STARTUP_TIMEOUT:?}\n{}",
+                p.stderr_tail()
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let was_ready = !senders.is_empty();
+        let was_ready = !p.stdout_lines().is_empty();
         p.kill9();
         stop.store(true, Ordering::SeqCst);
         for s in senders {
@@ -254,13 +289,23 @@ async fn kill_9_during_start_up_and_migration_never_breaks_the_database() {
             version == 3 || version == 4,
             "kill {k}: schema version {version}"
         );
-        if version == 4 && migrated_at.is_none() {
-            migrated_at = Some(k);
-        }
         assert!(
             messages >= OLD_ROWS && events >= OLD_ROWS,
             "kill {k}: {messages} messages, {events} events (of {OLD_ROWS} each before)"
         );
+        if migrating {
+            assert!(
+                !was_ready || version == 4,
+                "kill {k}: ready on schema {version}"
+            );
+            assert_eq!(messages, OLD_ROWS, "kill {k}: rows before any callback");
+            if version == 4 {
+                window = delay.mul_f64(0.9);
+                restore();
+            } else {
+                mid_migration += 1;
+            }
+        }
         if let Some(s) = &sid {
             let stored: BTreeSet<String> = stored_message_ids(&db, s).await.into_iter().collect();
             let lost: Vec<String> = acked.lock().unwrap().difference(&stored).cloned().collect();
@@ -270,11 +315,19 @@ async fn kill_9_during_start_up_and_migration_never_breaks_the_database() {
             );
         }
         eprintln!(
-            "kill {k:2} after {delay:>8.1?}: schema {version}, ready {was_ready}, {messages} messages, {} acknowledged so far",
+            "kill {k:2} after {delay:>8.1?}{}: schema {version}, ready {was_ready}, {messages} messages, {} acknowledged so far",
+            if migrating { "" } else { " of flood" },
             acked.lock().unwrap().len()
         );
     }
-    eprintln!("migrated by kill {migrated_at:?}; {ready_kills} kills after the ready line");
+    eprintln!(
+        "{mid_migration} kills left the old schema (start-up or migration interrupted); \
+         {ready_kills} kills after the ready line"
+    );
+    assert!(
+        mid_migration >= MIGRATION_KILLS / 2,
+        "only {mid_migration} of {MIGRATION_KILLS} kills landed before the migration committed"
+    );
 
     // A last, clean start: the old rows and every acknowledged callback are there.
     let mut app = App::launch(data.clone(), vec![], &[]).await;
