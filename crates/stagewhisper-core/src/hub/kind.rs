@@ -420,7 +420,7 @@ impl AssistantKind for ClawborratorKind {
 
     fn status(&self) -> Value {
         let Some(saved) = self.saved() else {
-            return json!({"status": "not_configured",
+            return json!({"status": "not_configured", "configured": false,
                 "detail": "enter the hub URL, your session token and the Claude Code session",
                 "insights": "not_configured", "insights_detail": NO_INSIGHTS});
         };
@@ -440,7 +440,8 @@ impl AssistantKind for ClawborratorKind {
                 json!({"insights": st.status.code(), "insights_detail": st.status.to_string()})
             }
         };
-        let mut v = json!({"status": status, "detail": detail, "hub_url": saved.hub_url,
+        let mut v = json!({"status": status, "detail": detail, "configured": true,
+            "hub_url": saved.hub_url,
             "session_id": saved.session_id, "insights_session_id": saved.insights_session_id,
             "token_saved": true, "role": chat.role});
         if let (Some(o), Value::Object(i)) = (v.as_object_mut(), insights) {
