@@ -212,8 +212,9 @@ async fn attach_prompt_and_replies_plain_chunked_typing_errors_and_no_duplicates
     let reply = of_kind(&m, "assistant")[0];
     assert_eq!(reply["text"], "Two meetings, the first at ten.");
     assert_eq!(reply["user_message_id"], user["message_id"]);
-    // The hub's echo of the prompt is not shown as a second user message.
+    // The hub's echo of the prompt is not shown again (as a user message or a notice).
     assert_eq!(of_kind(&m, "user").len(), 1);
+    assert_eq!(of_kind(&m, "notice").len(), 0, "{m:?}");
     hub.tail("Stop", None);
     eventually("typing ends on Stop", || async {
         let (_, v) = http(
@@ -295,7 +296,7 @@ async fn attach_prompt_and_replies_plain_chunked_typing_errors_and_no_duplicates
             .then_some(())
     })
     .await;
-    drop(app);
+    app.shutdown().await;
 }
 
 async fn card(app: &App, chat: &str, request_id: &str) -> Option<Value> {
@@ -405,7 +406,11 @@ async fn permission_cards_are_decided_here_or_settled_by_others_and_by_expiry() 
     assert_eq!(n, 1);
 
     // The settled cards are stored: a view that loads the chat after a restart sees them so.
-    drop(app);
+    app.shutdown().await;
+    assert!(
+        hub.wait_until(WAIT, |h| h.subscribers() == 0).await,
+        "the hub link stops with the app"
+    );
     let app = start_app(dir.path()).await;
     card_in_state(&app, &chat, "req-1", "allow").await;
     card_in_state(&app, &chat, "req-2", "deny").await;

@@ -197,6 +197,14 @@ impl ClawborratorKind {
             let mut s = saved.settings(session, &self.timing);
             s.replay_cutoff = cutoff;
             let stop = Shutdown::new();
+            // The client also stops with the app.
+            let (app, mine) = (self.shared.ctx.shutdown.clone(), stop.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = app.wait() => mine.trigger(),
+                    _ = mine.wait() => {}
+                }
+            });
             {
                 let st = self.lane_state(lane);
                 let mut st = st.lock().expect("lane lock");
