@@ -632,4 +632,17 @@ async fn insights_go_to_the_insights_session_and_without_one_the_status_says_so(
         .await
         .iter()
         .all(|m| m["text"] != "Ask for the number in writing."));
+
+    // A permission the insights session asks for is a card in the call's chat, and its
+    // approval goes back to that session.
+    hub.request_permission_in(SIDE, "req-side", "Read", "notes.md");
+    card_in_state(&app, &call, "req-side", "pending").await;
+    let (s, v) = decide(&app, "req-side", "allow").await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let approval = hub
+        .wait_cli_frame("approval", WAIT, |f| f["requestId"] == "req-side")
+        .await
+        .expect("the approval reached the hub");
+    assert_eq!(approval["sessionId"], SIDE);
+    card_in_state(&app, &call, "req-side", "allow").await;
 }

@@ -376,6 +376,21 @@ impl FakeHub {
         s.broadcast(&v);
     }
 
+    /// A pending `permission_request` in a side session.
+    pub fn request_permission_in(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        tool: &str,
+        input_preview: &str,
+    ) {
+        let v = json!({"type": "permission_request", "sessionId": session_id,
+            "requestId": request_id, "tool": tool, "inputPreview": input_preview, "ts": now_ts()});
+        let mut s = self.inner.state.lock().expect("lock");
+        s.pending.push((request_id.to_string(), v.clone()));
+        s.broadcast(&v);
+    }
+
     /// Resolves a request as another operator (`resolver`) or as expired (`None`). `false`
     /// when it was not pending.
     pub fn resolve_permission(
@@ -555,7 +570,10 @@ impl State {
         let Some(i) = self.pending.iter().position(|(id, _)| id == request_id) else {
             return false;
         };
-        self.pending.remove(i);
+        let (_, req) = self.pending.remove(i);
+        // Resolved in the session that asked.
+        let session_id = req["sessionId"].as_str().unwrap_or(session_id).to_string();
+        let session_id = session_id.as_str();
         if let Some((_, tx)) = &self.channel {
             let _ = tx.send(text(&json!({"type": "permission_response",
                 "requestId": request_id, "decision": decision})));
@@ -882,7 +900,7 @@ fn on_cli_frame(
                 for e in &s.history {
                     let _ = tx.send(text(e));
                 }
-                for (_, p) in &s.pending {
+                for (_, p) in s.pending.iter().filter(|(_, p)| p["sessionId"] == sid) {
                     let _ = tx.send(text(p));
                 }
             }

@@ -102,6 +102,8 @@ struct Routes {
     insights_local: HashMap<i64, String>,
     insights_chat: HashMap<String, String>,
     last_call: Option<String>,
+    /// Permission requests of the insights session (their approval goes back that way).
+    insights_requests: std::collections::HashSet<String>,
 }
 
 struct Link {
@@ -551,7 +553,19 @@ impl AssistantKind for ClawborratorKind {
     ) -> BoxFuture<'_, Result<(), KindError>> {
         let request_id = request_id.to_string();
         Box::pin(async move {
-            let handle = self.handle(Lane::Chat).ok_or_else(|| KindError {
+            let lane = if self
+                .shared
+                .routes
+                .lock()
+                .expect("routes lock")
+                .insights_requests
+                .contains(&request_id)
+            {
+                Lane::Insights
+            } else {
+                Lane::Chat
+            };
+            let handle = self.handle(lane).ok_or_else(|| KindError {
                 status: 409,
                 code: "not_configured",
                 message: "the hub link is not running".into(),
@@ -811,21 +825,7 @@ async fn chat_event(shared: &Shared, ev: HubEvent) {
             request_id,
             decision,
             resolver,
-        } => {
-            let state = match decision {
-                Resolution::Allow => "allow",
-                Resolution::Deny => "deny",
-                Resolution::Expired => "expired",
-            };
-            let r = shared
-                .ctx
-                .conversation
-                .settle_permission(&request_id, state, resolver.as_deref())
-                .await;
-            if let Err(e) = r {
-                tracing::debug!(code = e.code(), "permission resolution for no card");
-            }
-        }
+        } => settle(shared, &request_id, decision, resolver).await,
         HubEvent::Error {
             code,
             message,
@@ -856,8 +856,54 @@ async fn chat_event(shared: &Shared, ev: HubEvent) {
     }
 }
 
+/// A request resolved at the hub (by us, another operator, or expiry) settles its card.
+async fn settle(shared: &Shared, request_id: &str, decision: Resolution, resolver: Option<String>) {
+    let state = match decision {
+        Resolution::Allow => "allow",
+        Resolution::Deny => "deny",
+        Resolution::Expired => "expired",
+    };
+    let r = shared
+        .ctx
+        .conversation
+        .settle_permission(request_id, state, resolver.as_deref())
+        .await;
+    if let Err(e) = r {
+        tracing::debug!(code = e.code(), "permission resolution for no card");
+    }
+}
+
 async fn insights_event(shared: &Shared, ev: HubEvent) {
     match ev {
+        // The insights session may need a permission too: a card in the call's chat.
+        HubEvent::Permission {
+            request_id,
+            tool,
+            input_preview,
+        } => {
+            let Some(session) = fallback_chat(shared).await else {
+                return;
+            };
+            shared
+                .routes
+                .lock()
+                .expect("routes lock")
+                .insights_requests
+                .insert(request_id.clone());
+            let r = shared
+                .ctx
+                .conversation
+                .permission_request(&session, &request_id, &tool, &input_preview)
+                .await;
+            if let Err(e) = r {
+                tracing::warn!(code = e.code(), "permission card not stored");
+            }
+        }
+        HubEvent::PermissionResolved {
+            request_id,
+            decision,
+            resolver,
+        } => settle(shared, &request_id, decision, resolver).await,
         HubEvent::Status(s) => set_status(shared, Lane::Insights, s),
         HubEvent::Role(r) => {
             shared.insights.lock().expect("lane lock").role = Some(r.as_str().to_string());
