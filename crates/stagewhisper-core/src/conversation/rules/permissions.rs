@@ -112,3 +112,100 @@ impl Rules {
             .map(MessageView::from)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Cards through the real conversation (actor, writer, a real SQLite file).
+    use crate::clock::ManualClock;
+    use crate::conversation::{Conversation, CoreError, Settings, Settled};
+    use crate::store::Store;
+    use chrono::DateTime;
+
+    async fn start(dir: &std::path::Path) -> Conversation {
+        let (store, conn) = Store::open(&dir.join("t.db"), Default::default())
+            .await
+            .unwrap();
+        let clock = ManualClock::new(DateTime::from_timestamp(1_800_000_000, 0).unwrap());
+        Conversation::start(store, conn, clock, Settings::default())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_card_is_added_once_settles_once_in_place_and_is_stored_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = start(dir.path()).await;
+        let s = c.create_session(false, None).await.unwrap().session_id;
+        assert_eq!(
+            c.permission_request("nope", "r1", "Bash", "ls").await,
+            Err(CoreError::SessionNotFound)
+        );
+        let (card, new) = c
+            .permission_request(&s, "r1", "Bash", "ls -la")
+            .await
+            .unwrap();
+        assert!(new);
+        assert_eq!(card.state.as_deref(), Some("pending"));
+        // Seen again (a replay): the same card, nothing added.
+        let (again, new) = c
+            .permission_request(&s, "r1", "Bash", "ls -la")
+            .await
+            .unwrap();
+        assert!(!new);
+        assert_eq!(again.id, card.id);
+        let Settled::Now(done) = c
+            .settle_permission("r1", "deny", Some("bob"))
+            .await
+            .unwrap()
+        else {
+            panic!("settles");
+        };
+        assert_eq!(done.id, card.id);
+        assert_eq!(done.resolver, Some(Some("bob".into())));
+        let Settled::Already(same) = c
+            .settle_permission("r1", "allow", Some("ana"))
+            .await
+            .unwrap()
+        else {
+            panic!("settles once");
+        };
+        assert_eq!(same.state.as_deref(), Some("deny"));
+        assert_eq!(
+            c.settle_permission("unknown", "allow", None).await,
+            Err(CoreError::MessageNotFound)
+        );
+        // The log: the card added, then updated in place (same message id).
+        let log = c.store().events_after(0, 100).await.unwrap();
+        let cards: Vec<serde_json::Value> = log
+            .iter()
+            .map(|(_, j)| serde_json::from_str::<serde_json::Value>(j).unwrap())
+            .filter(|v| v["message"]["kind"] == "permission")
+            .collect();
+        assert_eq!(cards.len(), 2, "{cards:?}");
+        assert_eq!(cards[0]["type"], "message_added");
+        assert_eq!(cards[0]["message"]["state"], "pending");
+        assert_eq!(cards[1]["type"], "message_updated");
+        assert_eq!(cards[1]["message"]["id"], card.id);
+        assert_eq!(cards[1]["message"]["state"], "deny");
+        assert_eq!(cards[1]["message"]["resolver"], "bob");
+        drop(c);
+
+        // A new run (nothing in memory) finds the stored card, settled.
+        let c = start(dir.path()).await;
+        let m = c.messages(&s).await.unwrap();
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].state.as_deref(), Some("deny"));
+        assert!(matches!(
+            c.settle_permission("r1", "allow", None).await.unwrap(),
+            Settled::Already(_)
+        ));
+        let (_, new) = c
+            .permission_request(&s, "r1", "Bash", "ls -la")
+            .await
+            .unwrap();
+        assert!(!new, "a stored request is not added again");
+        // A deleted chat takes its cards with it.
+        c.delete_session(&s).await.unwrap();
+        assert_eq!(c.permission_card("r1").await.unwrap(), None);
+    }
+}
