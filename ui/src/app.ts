@@ -6,6 +6,7 @@ import { ChatView } from './chat';
 import { elapsedSince, h } from './dom';
 import { HistoryView, sessionTitle } from './history';
 import { InsightsView } from './insights';
+import { insightsNotice } from './kinds/clawborrator';
 import { SettingsView } from './settings';
 import { tunnelChip } from './tunnel';
 import { Store, tunnelActive, type Change } from './store';
@@ -100,7 +101,7 @@ export class App {
     private transport: Transport,
     private onUnauthorized: () => HTMLElement | null = () => null,
   ) {
-    this.chat = new ChatView({ send: (t) => this.send(t), retry: (m) => this.retryMessage(m) });
+    this.chat = new ChatView({ send: (t) => this.send(t), retry: (m) => this.retryMessage(m), decide: (id, allow) => this.decidePermission(id, allow) });
     this.insights = new InsightsView();
     this.transcript = new TranscriptView({ retry: (t) => this.retryTurn(t), add: (sp, t) => this.addTurn(sp, t) });
     this.history = new HistoryView({ open: (id) => this.open(id, 'chat'), newChat: () => this.newChat() });
@@ -294,6 +295,15 @@ export class App {
     const c0 = this.store.cursor;
     const res = await this.api<unknown>('POST', `/api/sessions/${encodeURIComponent(m.session_id)}/messages/${encodeURIComponent(String(m.id))}/retry`);
     if (res.status !== 200) throw new Error(`Not retried: ${errorText(res)}`);
+    this.store.mergeMessage(unwrap(res.body, 'message'), c0, true);
+    this.flush();
+  }
+
+  /** Allow / Deny on a permission card: the answer is the settled card. */
+  private async decidePermission(requestId: string, allow: boolean): Promise<void> {
+    const c0 = this.store.cursor;
+    const res = await this.api<unknown>('POST', `/api/permissions/${encodeURIComponent(requestId)}`, { decision: allow ? 'allow' : 'deny' });
+    if (res.status !== 200) throw new Error(`Not sent: ${errorText(res)}`);
     this.store.mergeMessage(unwrap(res.body, 'message'), c0, true);
     this.flush();
   }
@@ -640,6 +650,7 @@ export class App {
         }
         this.renderAssistantChip();
         this.settings.assistant.render(this.store.assistant);
+        this.insights.setNotice(insightsNotice(this.store.assistant));
         this.chat.setLink({ configured: this.store.assistant?.configured ?? true });
         break;
       case 'tunnel':

@@ -3,6 +3,7 @@
 
 import { clockTime, fullTime, h } from './dom';
 import { renderInline, renderMarkdown } from './markdown';
+import { permissionCard, type Decide } from './permission';
 import { deliveryView, type Change, type Conversation } from './store';
 import type { Message, Typing } from './types';
 import { VList } from './vlist';
@@ -12,6 +13,8 @@ export interface ChatActions {
   send(text: string): Promise<void>;
   /** Sends a failed user message again (`POST …/messages/{id}/retry`); throws on failure. */
   retry(m: Message): Promise<void>;
+  /** Allows or denies a permission card's request; throws on failure. */
+  decide?: Decide;
 }
 
 /** What the delivery marks need to know about the link (from the store). */
@@ -25,6 +28,7 @@ const keyOf = (m: Message) => String(m.id);
 /** A rough height so that rows far away take about the right room before they are measured. */
 function estimate(m: Message, width: number): number {
   if (m.kind === 'notice') return 34;
+  if (m.kind === 'permission') return 150;
   const cpl = Math.max(16, Math.floor((Math.min(width, 820) - 110) / 7.4));
   let lines = 0;
   for (const l of m.text.split('\n')) lines += Math.max(1, Math.ceil(l.length / cpl));
@@ -115,9 +119,13 @@ function body(m: Message): HTMLElement {
   return el;
 }
 
-function fill(row: HTMLElement, m: Message, link: LinkInfo, retry: (m: Message) => Promise<void>): void {
+function fill(row: HTMLElement, m: Message, link: LinkInfo, retry: (m: Message) => Promise<void>, decide?: Decide): void {
   row.className = `vrow msg msg-${m.kind}${m.draft ? ' msg-is-draft' : ''}`;
   row.dataset.id = String(m.id);
+  if (m.kind === 'permission') {
+    row.replaceChildren(permissionCard(m, decide ?? (() => Promise.reject(new Error('Not available here.')))));
+    return;
+  }
   if (m.message_id) row.dataset.messageId = m.message_id;
   else delete row.dataset.messageId;
   row.dataset.draft = m.draft ? 'true' : 'false';
@@ -148,6 +156,7 @@ export class ChatView {
 
   constructor(private actions: ChatActions) {
     const retry = (m: Message) => this.actions.retry(m);
+    const decide: Decide = (id, allow) => (this.actions.decide ? this.actions.decide(id, allow) : Promise.reject(new Error('Not available here.')));
     this.scroller = h('div', {
       class: 'msg-scroller',
       tabindex: '0',
@@ -159,10 +168,10 @@ export class ChatView {
       estimate,
       create: (m) => {
         const row = h('div');
-        fill(row, m, this.link, retry);
+        fill(row, m, this.link, retry, decide);
         return row;
       },
-      update: (row, m) => fill(row, m, this.link, retry),
+      update: (row, m) => fill(row, m, this.link, retry, decide),
       onScrollState: (atBottom) => {
         if (atBottom && this.newCount) {
           this.newCount = 0;

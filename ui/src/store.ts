@@ -22,6 +22,7 @@ import type {
   Insight,
   Message,
   MessageKind,
+  PermissionState,
   Session,
   SwEvent,
   TranscriptTurn,
@@ -94,7 +95,8 @@ export function timeMicros(t: string | null | undefined): number {
   return ms * 1000 + frac;
 }
 
-const KINDS: ReadonlySet<string> = new Set(['user', 'assistant', 'notice', 'error']);
+const KINDS: ReadonlySet<string> = new Set(['user', 'assistant', 'notice', 'error', 'permission']);
+const PERMISSION_STATES: ReadonlySet<string> = new Set(['pending', 'allow', 'deny', 'expired']);
 
 export function normMessage(raw: unknown): Message | null {
   if (!isObj(raw)) return null;
@@ -102,7 +104,14 @@ export function normMessage(raw: unknown): Message | null {
   const sessionId = str(raw.session_id);
   if ((typeof id !== 'string' && typeof id !== 'number') || !sessionId) return null;
   const kindRaw = str(raw.kind) ?? 'assistant';
-  const kind = (KINDS.has(kindRaw) ? kindRaw : 'assistant') as MessageKind;
+  let kind = (KINDS.has(kindRaw) ? kindRaw : 'assistant') as MessageKind;
+  const rid = str(raw.request_id);
+  const pstate = str(raw.state);
+  const permission =
+    kind === 'permission' && rid && pstate && PERMISSION_STATES.has(pstate)
+      ? { request_id: rid, tool: str(raw.tool) ?? '', input_preview: str(raw.input_preview) ?? '', state: pstate as PermissionState, resolver: str(raw.resolver) }
+      : null;
+  if (kind === 'permission' && !permission) kind = 'notice';
   let sortKey = Number(raw.sort_key);
   if (!Number.isFinite(sortKey)) {
     sortKey = timeMicros(str(raw.occurred_at)) || timeMicros(str(raw.received_at)) || 0;
@@ -123,6 +132,7 @@ export function normMessage(raw: unknown): Message | null {
     draft: raw.draft === true,
     delivery: normDelivery(raw.delivery),
     delivery_error: normDeliveryError(raw.delivery_error),
+    permission,
   };
 }
 
@@ -185,6 +195,7 @@ export function normAssistant(raw: unknown): Assistant | null {
     default_prelude: str(raw.default_prelude) ?? '',
     callback_url: str(raw.callback_url),
     last_error: isObj(le) ? { code: str(le.code) ?? '', message: str(le.message) ?? '', at: str(le.at) } : null,
+    extra: raw,
   };
 }
 

@@ -42,8 +42,10 @@ pub struct Config {
     pub faults: Arc<Faults>,
     /// The optional tunnel's timing (and `NGROK_AUTHTOKEN`).
     pub tunnel: TunnelSettings,
-    /// Assistant kinds besides the built-in ones (`incoming`); the set is open.
+    /// Assistant kinds besides the built-in ones (`incoming`, `clawborrator`); the set is open.
     pub extra_kinds: Vec<KindFactory>,
+    /// The clawborrator hub link's timing (tests shorten it).
+    pub hub_timing: crate::hub::HubTiming,
 }
 
 impl Config {
@@ -60,6 +62,7 @@ impl Config {
             faults: Arc::new(Faults::from_env()),
             tunnel: TunnelSettings::from_env(),
             extra_kinds: Vec::new(),
+            hub_timing: crate::hub::HubTiming::default(),
         }
     }
 }
@@ -220,6 +223,10 @@ impl App {
         );
         let mut kinds: Vec<Arc<dyn AssistantKind>> =
             vec![Arc::new(IncomingKind::start(ctx.clone(), config.link))];
+        kinds.push(Arc::new(crate::hub::ClawborratorKind::start(
+            ctx.clone(),
+            config.hub_timing.clone(),
+        )));
         for make in config.extra_kinds {
             kinds.push(make(ctx.clone()));
         }

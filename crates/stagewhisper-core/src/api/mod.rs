@@ -15,6 +15,8 @@
 //! and served at `GET /api/openapi.json`.
 
 pub mod common;
+mod hub_sessions;
+mod permissions;
 mod routes;
 mod web;
 
@@ -176,6 +178,8 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(routes::routes())
         .merge(crate::links::api::routes())
         .merge(crate::tunnel::api::routes())
+        .merge(permissions::routes())
+        .merge(hub_sessions::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
     let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
@@ -465,6 +469,8 @@ mod tests {
             "DELETE /api/tunnel",
             "POST /api/tunnel/check",
             "DELETE /api/tunnel/authtoken",
+            "POST /api/permissions/{request_id}",
+            "POST /api/assistant/clawborrator/sessions",
         ];
         want.sort();
         assert_eq!(ops, want);

@@ -186,6 +186,23 @@ pub trait AssistantKind: Send + Sync + 'static {
     fn callback_routes(&self) -> Option<Arc<dyn CallbackRoutes>> {
         None
     }
+
+    /// The user's Allow / Deny on a permission card (`POST /api/permissions/{request_id}`),
+    /// to the assistant. Kinds without permission requests keep the default.
+    fn decide_permission(
+        &self,
+        _request_id: &str,
+        _allow: bool,
+    ) -> BoxFuture<'_, Result<(), KindError>> {
+        let kind = self.kind();
+        Box::pin(async move {
+            Err(KindError {
+                status: 409,
+                code: "not_supported",
+                message: format!("the assistant kind \"{kind}\" takes no permission decisions"),
+            })
+        })
+    }
 }
 
 /// Routes a kind serves on the callback listener. The listener applies its Host check and

@@ -257,10 +257,22 @@ fn apply_all(db: &mut RawConn, ops: &[&Op]) -> Result<(), RawError> {
             _ => None,
         })
         .collect();
+    // Permission cards' JSON, owned here so the parameters can borrow it.
+    // (None allocated on the ingest path, where no row is a card.)
+    let cards: Vec<Option<String>> = if messages.iter().any(|(m, _)| m.permission.is_some()) {
+        messages
+            .iter()
+            .map(|(m, _)| m.permission.as_ref().map(|p| card_json(p)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    const NO_CARD: &Option<String> = &None;
     let mut params = Vec::new();
+    let mut offset = 0;
     for rows in chunks(&messages) {
         params.clear();
-        for (m, logged) in rows {
+        for (i, (m, logged)) in rows.iter().enumerate() {
             params.extend_from_slice(&[
                 m.id.into(),
                 (&m.session_id).into(),
@@ -282,8 +294,10 @@ fn apply_all(db: &mut RawConn, ops: &[&Op]) -> Result<(), RawError> {
                 (&m.delivery).into(),
                 (&m.delivery_error).into(),
                 (*logged).into(),
+                cards.get(offset + i).unwrap_or(NO_CARD).into(),
             ]);
         }
+        offset += rows.len();
         db.execute(insert_sql(&INSERT_MESSAGES, rows.len()), &params)?;
     }
     let events: Vec<(i64, &str, &str)> = ops
@@ -332,10 +346,11 @@ struct InsertSql {
 }
 
 static INSERT_MESSAGES: InsertSql = InsertSql {
-    head: "INSERT OR ROLLBACK INTO messages (id, session_id, kind, text, message_id, task_id, \
+    head:
+        "INSERT OR ROLLBACK INTO messages (id, session_id, kind, text, message_id, task_id, \
            user_message_id, scope, content_key, error_code, occurred_at, received_at, sort_key, \
-           draft, draft_key, hidden, speaker, delivery, delivery_error, logged) VALUES ",
-    columns: 20,
+           draft, draft_key, hidden, speaker, delivery, delivery_error, logged, permission) VALUES ",
+    columns: 21,
     texts: std::sync::OnceLock::new(),
 };
 
@@ -381,10 +396,11 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
             )?;
         }
         Op::UpdateMessage(m) => {
+            let card = m.permission.as_ref().map(|p| card_json(p));
             db.execute(
                 "UPDATE OR IGNORE messages SET text = ?, message_id = ?, content_key = ?, \
                  occurred_at = ?, draft = ?, draft_key = ?, hidden = ?, task_id = ?, \
-                 delivery = ?, delivery_error = ? WHERE id = ?",
+                 delivery = ?, delivery_error = ?, permission = ? WHERE id = ?",
                 &[
                     (&m.text).into(),
                     (&m.message_id).into(),
@@ -396,6 +412,7 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
                     (&m.task_id).into(),
                     (&m.delivery).into(),
                     (&m.delivery_error).into(),
+                    (&card).into(),
                     m.id.into(),
                 ],
             )?;
@@ -435,4 +452,9 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
         }
     }
     Ok(())
+}
+
+/// A permission card as its column holds it.
+fn card_json(card: &crate::model::PermissionCard) -> String {
+    serde_json::to_string(card).expect("serializable")
 }
