@@ -220,6 +220,7 @@ impl App {
         );
         let mut kinds: Vec<Arc<dyn AssistantKind>> =
             vec![Arc::new(IncomingKind::start(ctx.clone(), config.link))];
+        kinds.push(Arc::new(crate::gateway::GatewayKind::start(ctx.clone())));
         for make in config.extra_kinds {
             kinds.push(make(ctx.clone()));
         }
