@@ -10,6 +10,7 @@
 import { clockTime, copyText, fullTime, h } from './dom';
 import type { ApiResponse } from './transport';
 import type { Assistant, Provider, Providers } from './types';
+import { GATEWAY_KIND, GatewaySettings } from './kinds/gateway';
 
 export interface AssistantActions {
   /** A request to `/api/assistant…` whose 200 answer the app puts in the store. */
@@ -149,8 +150,10 @@ export class AssistantSettings {
   /** "Reset to default" was pressed: the save sends `prelude: null`. */
   private preludeReset = false;
   private busy = false;
+  private gateway: GatewaySettings;
 
   constructor(private actions: AssistantActions) {
+    this.gateway = new GatewaySettings(actions);
     const err = (f: Field) => {
       const el = h('div', { class: 'field-error', id: `assistant-${f.replace('_', '-')}-error`, hidden: true });
       this.errors.set(f, el);
@@ -304,6 +307,7 @@ export class AssistantSettings {
       this.providerList,
       this.useKindBtn,
       form,
+      this.gateway.el,
       this.result,
       (this.linkInfo = h(
         'div',
@@ -367,7 +371,8 @@ export class AssistantSettings {
     this.linkInfo.hidden = !isIncoming;
     const info = this.providers?.kinds.find((k) => k.id === kind);
     const active = this.a?.kind ?? this.providers?.active_kind ?? 'incoming';
-    this.useKindBtn.hidden = isIncoming || kind === active || !info?.available;
+    this.gateway.el.hidden = kind !== GATEWAY_KIND;
+    this.useKindBtn.hidden = isIncoming || kind === GATEWAY_KIND || kind === active || !info?.available;
     this.useKindBtn.textContent = `Use ${info?.name ?? kind}`;
   }
 
@@ -390,6 +395,7 @@ export class AssistantSettings {
   /** Shows the link as the store has it; fills the inputs the user is not editing. */
   render(a: Assistant | null): void {
     this.a = a;
+    this.gateway.render(a);
     const status = a?.status ?? 'not_configured';
     this.statusChip.className = `chip ${statusClass(status)}`;
     this.statusChip.dataset.status = status;

@@ -28,6 +28,7 @@ import type {
   Tunnel,
   Typing,
 } from './types';
+import { gatewayFields } from './kinds/gateway';
 
 export type Change =
   | { kind: 'sessions' }
@@ -185,6 +186,7 @@ export function normAssistant(raw: unknown): Assistant | null {
     default_prelude: str(raw.default_prelude) ?? '',
     callback_url: str(raw.callback_url),
     last_error: isObj(le) ? { code: str(le.code) ?? '', message: str(le.message) ?? '', at: str(le.at) } : null,
+    ...gatewayFields(raw),
   };
 }
 
