@@ -191,12 +191,12 @@ impl GatewayKind {
     fn view(&self) -> Value {
         let stored = self.stored();
         let Some(stored) = stored else {
-            return json!({"status": "not_configured",
+            return json!({"status": "not_configured", "configured": false,
                 "detail": "Enter the OpenClaw gateway's WebSocket URL and token.",
                 "pairing": null, "server_version": null, "device_id": null, "session_key": null});
         };
         let Some(handle) = self.handle() else {
-            return json!({"status": "stopped",
+            return json!({"status": "stopped", "configured": true,
                 "detail": "The gateway link runs while this assistant kind is active.",
                 "pairing": null, "server_version": null,
                 "device_id": null,
@@ -205,6 +205,7 @@ impl GatewayKind {
         let st = handle.status();
         json!({
             "status": status_word(&st),
+            "configured": true,
             "code": st.code,
             "detail": st.detail,
             "pairing": st.pairing.as_ref().map(|p| json!({"request_id": p.request_id, "command": p.command})),
