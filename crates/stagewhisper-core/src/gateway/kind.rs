@@ -265,10 +265,24 @@ impl GatewayKind {
                 message: e.to_string(),
                 after: None,
             },
-            Err(e) => Attempt::Failed {
-                code: "gateway_rejected",
-                message: e.to_string(),
-            },
+            Err(e) => {
+                if kind != RunKind::Chat {
+                    // A refused insights message must not hold up the call's next turns.
+                    let next = self.inner.runs.lock().expect("runs lock").end_run(key);
+                    if let Some((next_key, gw, text)) = next {
+                        let handle = handle.clone();
+                        tokio::spawn(async move {
+                            if let Err(e) = handle.send(&gw, &text, &next_key).await {
+                                tracing::warn!(code = e.code(), error = %e, "insights batch not sent");
+                            }
+                        });
+                    }
+                }
+                Attempt::Failed {
+                    code: "gateway_rejected",
+                    message: e.to_string(),
+                }
+            }
         }
     }
 }

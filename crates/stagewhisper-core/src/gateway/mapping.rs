@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// What a run answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RunKind {
     /// A chat message: its reply goes to the chat.
     Chat,
@@ -143,6 +143,20 @@ impl Runs {
             }
         }
         Some((run, next))
+    }
+
+    /// Ends a run that will not run (refused): the batch that goes out instead, registered
+    /// (its key, gateway session key and text).
+    pub fn end_run(&mut self, key: &str) -> Option<(String, String, String)> {
+        let (run, next) = self.end(key)?;
+        let (next_key, text) = next?;
+        self.register(
+            &next_key,
+            &run.app_session,
+            &run.gateway_key,
+            RunKind::Insights,
+        );
+        Some((next_key, run.gateway_key, text))
     }
 
     /// A session was deleted (or a call ended and its queue is empty).
@@ -285,15 +299,7 @@ pub(crate) fn map_event(
     if terminal {
         let ended_now = runs.runs.get(&key).is_some_and(|r| !r.done);
         if ended_now {
-            if let Some((run, Some((next_key, text)))) = runs.end(&key) {
-                runs.register(
-                    &next_key,
-                    &run.app_session,
-                    &run.gateway_key,
-                    RunKind::Insights,
-                );
-                next = Some((next_key, run.gateway_key.clone(), text));
-            }
+            next = runs.end_run(&key);
         }
     }
     (out, next)
