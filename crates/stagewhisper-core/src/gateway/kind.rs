@@ -36,7 +36,7 @@ use crate::http::Shutdown;
 use crate::links::config::{render_prelude, DEFAULT_PRELUDE};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -96,6 +96,8 @@ struct Inner {
     link: Mutex<Option<Link>>,
     active: AtomicBool,
     runs: Arc<Mutex<Runs>>,
+    /// Counts started / stopped clients: the status of an older one is not reported.
+    generation: Arc<AtomicU64>,
 }
 
 /// The `openclaw-gateway` kind (cheap to clone).
@@ -115,6 +117,7 @@ impl GatewayKind {
                 link: Mutex::new(None),
                 active: AtomicBool::new(false),
                 runs: Arc::new(Mutex::new(Runs::default())),
+                generation: Arc::new(AtomicU64::new(0)),
             }),
         }
     }
@@ -137,6 +140,7 @@ impl GatewayKind {
     }
 
     fn stop_client(&self) {
+        self.inner.generation.fetch_add(1, Ordering::SeqCst);
         if let Some(old) = self.inner.link.lock().expect("link lock").take() {
             old.stop.trigger();
         }
@@ -171,7 +175,14 @@ impl GatewayKind {
         }
         let ctx = self.inner.ctx.clone();
         let status_ctx = ctx.clone();
+        let (generation, mine) = (
+            self.inner.generation.clone(),
+            self.inner.generation.load(Ordering::SeqCst),
+        );
         let on_status = move |st: &GatewayStatus| {
+            if generation.load(Ordering::SeqCst) != mine {
+                return; // a client replaced by newer settings (or stopped)
+            }
             status_ctx.status_event(KIND, status_word(st), &st.detail, None);
             if st.state == LinkState::Online {
                 // Pending entries can go now.
