@@ -3,6 +3,7 @@
 
 import { statusClass, statusLabel } from './assistant';
 import { ChatView } from './chat';
+import { canStop } from './kinds/gateway';
 import { elapsedSince, h } from './dom';
 import { HistoryView, sessionTitle } from './history';
 import { InsightsView } from './insights';
@@ -101,7 +102,7 @@ export class App {
     private transport: Transport,
     private onUnauthorized: () => HTMLElement | null = () => null,
   ) {
-    this.chat = new ChatView({ send: (t) => this.send(t), retry: (m) => this.retryMessage(m), decide: (id, allow) => this.decidePermission(id, allow) });
+    this.chat = new ChatView({ send: (t) => this.send(t), retry: (m) => this.retryMessage(m), decide: (id, allow) => this.decidePermission(id, allow), stop: () => this.stopReply() });
     this.insights = new InsightsView();
     this.transcript = new TranscriptView({ retry: (t) => this.retryTurn(t), add: (sp, t) => this.addTurn(sp, t) });
     this.history = new HistoryView({ open: (id) => this.open(id, 'chat'), newChat: () => this.newChat() });
@@ -288,6 +289,14 @@ export class App {
     const b = res.body as { message?: unknown } | null;
     this.store.mergeMessage(b && typeof b === 'object' && 'message' in b && b.message ? b.message : b, c0);
     this.flush();
+  }
+
+  /** The Stop button: the active kind stops the reply running in the open conversation. */
+  private async stopReply(): Promise<void> {
+    const sid = this.activeId;
+    if (!sid) return;
+    const res = await this.api<unknown>('POST', `/api/sessions/${encodeURIComponent(sid)}/stop`, {});
+    if (res.status !== 200) throw new Error(`Not stopped: ${errorText(res)}`);
   }
 
   /** The user's Retry on a failed message: pending again under a new task id. */
@@ -651,7 +660,7 @@ export class App {
         this.renderAssistantChip();
         this.settings.assistant.render(this.store.assistant);
         this.insights.setNotice(insightsNotice(this.store.assistant));
-        this.chat.setLink({ configured: this.store.assistant?.configured ?? true });
+        this.chat.setLink({ configured: this.store.assistant?.configured ?? true, canStop: canStop(this.store.assistant?.kind) });
         break;
       case 'tunnel':
         this.renderTunnelChip();

@@ -11,6 +11,7 @@ import { clockTime, copyText, fullTime, h } from './dom';
 import { ClawborratorForm } from './kinds/clawborrator';
 import type { ApiResponse } from './transport';
 import type { Assistant, Provider, Providers } from './types';
+import { GATEWAY_KIND, GatewaySettings } from './kinds/gateway';
 
 export interface AssistantActions {
   /** A request to `/api/assistant…` whose 200 answer the app puts in the store. */
@@ -154,9 +155,11 @@ export class AssistantSettings {
   private busy = false;
   /** The `clawborrator` kind's form (kinds/clawborrator.ts). */
   private claw: ClawborratorForm;
+  private gateway: GatewaySettings;
 
   constructor(private actions: AssistantActions) {
     this.claw = new ClawborratorForm(actions);
+    this.gateway = new GatewaySettings(actions);
     const err = (f: Field) => {
       const el = h('div', { class: 'field-error', id: `assistant-${f.replace('_', '-')}-error`, hidden: true });
       this.errors.set(f, el);
@@ -311,6 +314,7 @@ export class AssistantSettings {
       this.useKindBtn,
       form,
       this.claw.el,
+      this.gateway.el,
       this.result,
       (this.linkInfo = h(
         'div',
@@ -375,7 +379,8 @@ export class AssistantSettings {
     const info = this.providers?.kinds.find((k) => k.id === kind);
     const active = this.a?.kind ?? this.providers?.active_kind ?? 'incoming';
     this.claw.el.hidden = kind !== 'clawborrator';
-    this.useKindBtn.hidden = isIncoming || kind === 'clawborrator' || kind === active || !info?.available;
+    this.gateway.el.hidden = kind !== GATEWAY_KIND;
+    this.useKindBtn.hidden = isIncoming || kind === 'clawborrator' || kind === GATEWAY_KIND || kind === active || !info?.available;
     this.useKindBtn.textContent = `Use ${info?.name ?? kind}`;
   }
 
@@ -398,6 +403,7 @@ export class AssistantSettings {
   /** Shows the link as the store has it; fills the inputs the user is not editing. */
   render(a: Assistant | null): void {
     this.a = a;
+    this.gateway.render(a);
     const status = a?.status ?? 'not_configured';
     this.statusChip.className = `chip ${statusClass(status)}`;
     this.statusChip.dataset.status = status;

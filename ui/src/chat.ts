@@ -7,6 +7,7 @@ import { permissionCard, type Decide } from './permission';
 import { deliveryView, type Change, type Conversation } from './store';
 import type { Message, Typing } from './types';
 import { VList } from './vlist';
+import { replyRunning, StopControl } from './kinds/gateway';
 
 export interface ChatActions {
   /** Sends `text` to the open conversation (creating a chat if none is open); throws on failure. */
@@ -15,12 +16,16 @@ export interface ChatActions {
   retry(m: Message): Promise<void>;
   /** Allows or denies a permission card's request; throws on failure. */
   decide?: Decide;
+  /** Stops the reply running in the open conversation (kinds that can); throws on failure. */
+  stop?(): Promise<void>;
 }
 
 /** What the delivery marks need to know about the link (from the store). */
 export interface LinkInfo {
   /** An assistant is configured (pending messages are on their way, not merely queued). */
   configured: boolean;
+  /** The active kind can stop a running reply (the Stop button). */
+  canStop?: boolean;
 }
 
 const keyOf = (m: Message) => String(m.id);
@@ -153,6 +158,7 @@ export class ChatView {
   private sending = false;
   private emptyText = '';
   private link: LinkInfo = { configured: true };
+  private stopControl: StopControl;
 
   constructor(private actions: ChatActions) {
     const retry = (m: Message) => this.actions.retry(m);
@@ -185,6 +191,9 @@ export class ChatView {
     this.pill = h('button', { class: 'new-pill', type: 'button', hidden: true, onclick: () => this.jumpToEnd() });
     this.typingEl = h('div', { class: 'typing', role: 'status', 'aria-live': 'polite', hidden: true });
     this.announcer = h('div', { class: 'sr-only', 'aria-live': 'polite', 'aria-atomic': 'true' });
+    this.stopControl = new StopControl(async () => {
+      if (this.actions.stop) await this.actions.stop();
+    });
 
     this.input = h('textarea', {
       class: 'composer-input',
@@ -210,6 +219,7 @@ export class ChatView {
       { class: 'panel panel-chat', id: 'panel-chat', role: 'tabpanel', 'aria-labelledby': 'tab-chat' },
       h('div', { class: 'msg-area' }, this.scroller, this.empty, this.pill),
       this.typingEl,
+      this.stopControl.el,
       form,
       this.announcer,
     );
@@ -232,6 +242,11 @@ export class ChatView {
 
   /** The link's state changed: pending user messages may read differently (queued / sending). */
   setLink(link: LinkInfo): void {
+    const canStopChanged = !!link.canStop !== !!this.link.canStop;
+    if (canStopChanged) {
+      this.link = { ...this.link, canStop: link.canStop };
+      this.paintStop();
+    }
     if (link.configured === this.link.configured) return;
     this.link = link;
     const conv = this.conv;
@@ -286,6 +301,13 @@ export class ChatView {
     this.dirty = false;
     this.list.renderFast();
     this.updateEmpty();
+    this.paintStop();
+  }
+
+  /** The Stop button: while a reply runs (typing or a live draft) and the kind can stop it. */
+  private paintStop(): void {
+    const conv = this.conv;
+    this.stopControl.show(!!this.link.canStop && !!conv && replyRunning(conv.typing.size, conv.messages));
   }
 
   /** The panel became visible: measure with real sizes. */
@@ -314,6 +336,7 @@ export class ChatView {
 
   private renderTyping(): void {
     const t = this.conv ? [...this.conv.typing.values()] : [];
+    this.paintStop();
     if (t.length === 0) {
       this.typingEl.hidden = true;
       this.typingEl.replaceChildren();

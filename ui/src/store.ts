@@ -29,6 +29,7 @@ import type {
   Tunnel,
   Typing,
 } from './types';
+import { gatewayFields } from './kinds/gateway';
 
 export type Change =
   | { kind: 'sessions' }
@@ -196,6 +197,7 @@ export function normAssistant(raw: unknown): Assistant | null {
     callback_url: str(raw.callback_url),
     last_error: isObj(le) ? { code: str(le.code) ?? '', message: str(le.message) ?? '', at: str(le.at) } : null,
     extra: raw,
+    ...gatewayFields(raw),
   };
 }
 

@@ -1,6 +1,8 @@
 // Wire shapes of the control API and the event stream (docs/contract.md). Everything coming
 // from the app is treated as loosely typed JSON and normalised at the edge (store.ts).
 
+import type { GatewayFields } from './kinds/gateway';
+
 export type MessageKind = 'user' | 'assistant' | 'notice' | 'error' | 'permission';
 
 export interface Session {
@@ -71,7 +73,7 @@ export type AssistantStatus = 'not_configured' | 'checking' | 'online' | 'auth_f
 export type AssistantMode = 'auto' | 'callback' | 'events';
 
 /** `GET /api/assistant`: the active assistant kind's configuration and status (`incoming`: the link). */
-export interface Assistant {
+export interface Assistant extends GatewayFields {
   /** The active kind (`incoming` = `POST /v1/incoming`). */
   kind: string;
   /** The assistant reports a version StageWhisper is not tested with (plain words), else null. */

@@ -227,6 +227,7 @@ impl App {
             ctx.clone(),
             config.hub_timing.clone(),
         )));
+        kinds.push(Arc::new(crate::gateway::GatewayKind::start(ctx.clone())));
         for make in config.extra_kinds {
             kinds.push(make(ctx.clone()));
         }

@@ -18,6 +18,7 @@ pub mod common;
 mod hub_sessions;
 mod permissions;
 mod routes;
+mod stop;
 mod web;
 
 pub use common::{ApiError, MAX_API_BODY, MAX_USER_TEXT};
@@ -180,6 +181,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(crate::tunnel::api::routes())
         .merge(permissions::routes())
         .merge(hub_sessions::routes())
+        .merge(stop::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
     let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
@@ -462,6 +464,7 @@ mod tests {
             "GET /api/calls/{session_id}/transcript",
             "POST /api/calls/{session_id}/summarise",
             "POST /api/sessions/{session_id}/messages/{id}/retry",
+            "POST /api/sessions/{session_id}/stop",
             "GET /api/test/faults",
             "POST /api/test/faults",
             "GET /api/tunnel",

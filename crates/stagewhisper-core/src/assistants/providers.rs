@@ -161,7 +161,7 @@ static PROVIDERS: &[Provider] = &[
         id: "openclaw-gateway",
         kind: "openclaw-gateway",
         name: "OpenClaw Gateway",
-        available: false,
+        available: true,
         install: "npm install -g openclaw@2026.9.6",
         setup: &[
             "Start the gateway: openclaw gateway.",
@@ -208,7 +208,7 @@ static KINDS: &[KindInfo] = &[
         id: "openclaw-gateway",
         name: "OpenClaw Gateway",
         description: "This app connects to the OpenClaw Gateway over WebSocket.",
-        available: false,
+        available: true,
     },
     KindInfo {
         id: "clawborrator",
