@@ -306,7 +306,7 @@ mod tests {
                 .filter(|k| k.available)
                 .map(|k| k.id)
                 .collect::<Vec<_>>(),
-            ["incoming", "clawborrator"]
+            ["incoming", "openclaw-gateway", "clawborrator"]
         );
     }
 
