@@ -309,6 +309,10 @@ async fn guard(State(api): State<Arc<ApiState>>, req: Request, next: Next) -> Re
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             return r;
         }
+        if is_api && path != OPENAPI_PATH {
+            // The UI token was presented: a trusted connection (crate::conns).
+            crate::conns::Connection::mark(&req);
+        }
     }
     if !is_api {
         return next.run(req).await;
