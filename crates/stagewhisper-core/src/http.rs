@@ -320,8 +320,22 @@ impl AllowedHosts {
         let Some(host) = req.headers().get(HOST).and_then(|v| v.to_str().ok()) else {
             return false;
         };
+        self.names(host)
+    }
+
+    fn names(&self, host: &str) -> bool {
         let host = host.trim().to_ascii_lowercase();
         self.own.contains(&host) || self.extra.read().expect("hosts lock").contains(&host)
+    }
+
+    /// An `Origin` header naming this listener (`http://` and one of its hosts): what a page
+    /// served by this listener sends. Any other origin (another port, another host name,
+    /// `null`) is a page this listener did not serve.
+    pub fn allows_origin(&self, origin: &str) -> bool {
+        origin
+            .trim()
+            .strip_prefix("http://")
+            .is_some_and(|host| !host.contains('/') && self.names(host))
     }
 }
 
@@ -331,4 +345,34 @@ pub fn bad_host() -> Resp {
         "bad_host",
         "the Host header does not name this listener",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_listeners_own_pages_are_an_allowed_origin() {
+        let hosts = AllowedHosts::for_addr(SocketAddr::from(([127, 0, 0, 1], 4100)));
+        for ok in [
+            "http://127.0.0.1:4100",
+            "http://localhost:4100",
+            "http://LocalHost:4100",
+        ] {
+            assert!(hosts.allows_origin(ok), "{ok}");
+        }
+        for bad in [
+            "null",
+            "",
+            "http://127.0.0.1:4101",
+            "http://evil.test:4100",
+            "https://127.0.0.1:4100",
+            "http://127.0.0.1:4100/",
+            "http://127.0.0.1",
+            "file://",
+            "http://127.0.0.1:4100.evil.test",
+        ] {
+            assert!(!hosts.allows_origin(bad), "{bad}");
+        }
+    }
 }
