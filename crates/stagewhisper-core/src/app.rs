@@ -146,9 +146,8 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
     if !addr.ip().is_loopback() {
         return Err(StartError::NotLoopback(addr));
     }
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| StartError::Bind { addr, source })
+    // A backlog of 4,096 (not the default 1,024): a burst of handshakes waits, not dropped.
+    crate::conns::listen(addr).map_err(|source| StartError::Bind { addr, source })
 }
 
 fn origin(addr: SocketAddr) -> String {
@@ -160,6 +159,10 @@ fn origin(addr: SocketAddr) -> String {
 
 impl App {
     pub async fn start(config: Config) -> Result<App, StartError> {
+        // Two listeners of up to 1,024 connections need more than the usual soft 1,024
+        // descriptors (crate::conns).
+        let nofile = crate::conns::raise_fd_limit();
+        tracing::debug!(nofile, "descriptor limit");
         ensure_dir(&config.data_dir)?;
         // Before anything in the data dir is read or written: a second instance touches nothing.
         let data_dir_lock = DataDirLock::acquire(&config.data_dir)?;

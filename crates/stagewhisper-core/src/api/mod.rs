@@ -3,7 +3,8 @@
 //! One axum [`Router`] (built in [`route_table`]) serves both the HTTP listener
 //! ([`ControlApi::handle`]) and the desktop window's IPC ([`ControlApi::call`]), so there is
 //! exactly one control API. In front of the routes, one guard ([`guard`]):
-//! - HTTP only: the `Host` check (DNS-rebinding defence, every path) and the UI token on
+//! - HTTP only: the `Host` check (DNS-rebinding defence, every path), the `Origin` check (a
+//!   browser's request from a page of another origin, every path) and the UI token on
 //!   `/api/*` (`Authorization: Bearer`, or `?access_token=` on the SSE route). A request made
 //!   in-process by the shell carries the [`InProcess`] marker instead, which no HTTP request can;
 //! - both: the body limits (256 KiB, 10 s), read once so every route sees the same rules.
@@ -154,7 +155,10 @@ impl utoipa::Modify for CommonAnswers {
                 r.entry("401".into())
                     .or_insert_with(|| error("`unauthorized`: missing or wrong UI token"));
                 r.entry("403".into()).or_insert_with(|| {
-                    error("`bad_host`: the Host header does not name this listener")
+                    error(
+                        "`bad_host`: the Host header does not name this listener; `bad_origin`: \
+                         the Origin header names another web page",
+                    )
                 });
                 r.entry("503".into())
                     .or_insert_with(|| error("`storage_unavailable`, `shutting_down`"));
@@ -304,6 +308,17 @@ async fn guard(State(api): State<Arc<ApiState>>, req: Request, next: Next) -> Re
             )
             .into_response();
         }
+        // A browser names the page a request comes from; only this listener's own pages may
+        // use it (defence in depth beside the token: a page elsewhere never has it either).
+        let origin = req.headers().get(header::ORIGIN);
+        if origin.is_some_and(|o| !o.to_str().is_ok_and(|o| api.hosts.allows_origin(o))) {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "bad_origin",
+                "the request comes from a web page this listener did not serve",
+            )
+            .into_response();
+        }
         if is_api && path != OPENAPI_PATH && !authorized(&api, &req, path == EVENTS_PATH) {
             let mut r = ApiError::new(
                 StatusCode::UNAUTHORIZED,
@@ -314,6 +329,10 @@ async fn guard(State(api): State<Arc<ApiState>>, req: Request, next: Next) -> Re
             r.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             return r;
+        }
+        if is_api && path != OPENAPI_PATH {
+            // The UI token was presented: a trusted connection (crate::conns).
+            crate::conns::Connection::mark(&req);
         }
     }
     if !is_api {
