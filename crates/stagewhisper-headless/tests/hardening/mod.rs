@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{ConnectOptions, Row};
+use sqlx::{ConnectOptions, Connection, Row};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The bound of every request the hardening tests send (a hang fails the test).
@@ -119,6 +119,10 @@ pub fn fill(path: &Path, limit: u64) -> u64 {
 }
 
 /// Opens the database file read-write (no create) the way a later start would.
+///
+/// Close it with `Connection::close().await` before the file is touched again: a dropped sqlx
+/// connection closes later on its own thread, and the last one to close checkpoints the WAL
+/// into the database file — into a file the test may have replaced meanwhile.
 pub async fn open_db(path: &Path) -> Result<sqlx::SqliteConnection, sqlx::Error> {
     SqliteConnectOptions::new()
         .filename(path)
@@ -135,6 +139,7 @@ pub async fn integrity(path: &Path) -> Result<String, String> {
         .fetch_all(&mut db)
         .await
         .map_err(|e| format!("integrity_check: {e}"))?;
+    db.close().await.map_err(|e| format!("close: {e}"))?;
     Ok(rows
         .iter()
         .map(|r| r.get::<String, _>(0))
@@ -145,14 +150,18 @@ pub async fn integrity(path: &Path) -> Result<String, String> {
 /// The `message_id`s stored in a session.
 pub async fn stored_message_ids(path: &Path, session: &str) -> Vec<String> {
     let mut db = open_db(path).await.expect("open the database");
-    sqlx::query("SELECT message_id FROM messages WHERE session_id = ? AND message_id IS NOT NULL")
-        .bind(session)
-        .fetch_all(&mut db)
-        .await
-        .expect("read message ids")
-        .iter()
-        .map(|r| r.get::<String, _>(0))
-        .collect()
+    let ids = sqlx::query(
+        "SELECT message_id FROM messages WHERE session_id = ? AND message_id IS NOT NULL",
+    )
+    .bind(session)
+    .fetch_all(&mut db)
+    .await
+    .expect("read message ids")
+    .iter()
+    .map(|r| r.get::<String, _>(0))
+    .collect();
+    db.close().await.expect("close the database");
+    ids
 }
 
 /// A bounded JSON request: `Ok((status, body))`, or the transport error (a timeout included).
