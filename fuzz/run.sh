@@ -6,6 +6,8 @@
 #                                    most SW_FUZZ_LONG_SECONDS (7200) seconds each
 #   fuzz/run.sh --cmin [TARGET...]   minimise the committed corpora (after seeds.py)
 #
+# SW_FUZZ_JOBS=2 runs two targets at a time; SW_FUZZ_OPT_LEVEL=1 builds faster (CI sets both).
+#
 # The committed corpus (corpus/TARGET) is read, never written: new inputs go to a scratch
 # corpus under target/. A crash leaves its input in artifacts/TARGET/ and fails the run; each
 # target's last libFuzzer status line (executions, cov, ft) is printed at the end.
@@ -67,27 +69,36 @@ if [ "$mode" = long ]; then
 else
   LIMIT=(-max_total_time="${SW_FUZZ_SECONDS:-20}")
 fi
-summary=()
-failed=0
-for t in "${targets[@]}"; do
-  scratch="target/corpus/$t"
-  mkdir -p "$scratch" "artifacts/$t" target/logs
-  log="target/logs/$t.log"
+mkdir -p target/logs
+# run_one TARGET: one bounded run; its summary line goes to target/logs/TARGET.sum.
+run_one() {
+  local t=$1 status=ok last runs
+  local scratch="target/corpus/$t" log="target/logs/$t.log"
+  mkdir -p "$scratch" "artifacts/$t"
   echo "fuzz: $t (${LIMIT[*]})"
-  if "${CARGO[@]}" fuzz run "${FLAGS[@]}" "$t" "$scratch" "corpus/$t" -- \
+  if ! "${CARGO[@]}" fuzz run "${FLAGS[@]}" "$t" "$scratch" "corpus/$t" -- \
       "${LIMIT[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="artifacts/$t/" >"$log" 2>&1; then
-    status=ok
-  else
     status=FAILED
-    failed=1
     grep -E 'panicked at|^SUMMARY|Test unit written|Deadly signal|ERROR' "$log" | head -20 >&2 || true
   fi
   last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
   runs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}' || true)
-  summary+=("$(printf '%-17s %-6s executions=%-10s %s' "$t" "$status" "${runs:-?}" "$last")")
+  printf '%-17s %-6s executions=%-10s %s\n' "$t" "$status" "${runs:-?}" "$last" >"target/logs/$t.sum"
+}
+# SW_FUZZ_JOBS targets at a time (CI: 2, one a core).
+jobs_max="${SW_FUZZ_JOBS:-1}"
+for t in "${targets[@]}"; do
+  rm -f "target/logs/$t.sum"
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  run_one "$t" &
 done
-printf '%s\n' "${summary[@]}"
+wait
+failed=0
+for t in "${targets[@]}"; do
+  cat "target/logs/$t.sum" 2>/dev/null || echo "$t: no result"
+  awk '$2 != "ok" { exit 1 }' "target/logs/$t.sum" 2>/dev/null || failed=1
+done
 if [ "$failed" != 0 ]; then
   echo "fuzz: a target crashed; the input is in fuzz/artifacts/ (logs in fuzz/target/logs/)" >&2
   exit 1
