@@ -28,8 +28,12 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(inbound) = parse_inbound(text) {
         let v: Value = serde_json::from_str(text).expect("parse_inbound accepted it as JSON");
         assert_eq!(parse_inbound_value(v.clone()).ok().as_ref(), Some(&inbound));
-        let again = parse_inbound(&v.to_string()).expect("written again");
-        assert_eq!(again, inbound);
+        // Written again, unless serde_json itself reads the value back different (it does not
+        // round every float it reads correctly).
+        if serde_json::from_str::<Value>(&v.to_string()).ok().as_ref() == Some(&v) {
+            let again = parse_inbound(&v.to_string()).expect("written again");
+            assert_eq!(again, inbound);
+        }
         if let Inbound::Response(r) = &inbound {
             if let Ok(payload) = &r.result {
                 let _ = HelloOk::from_payload(payload);
@@ -51,7 +55,10 @@ fuzz_target!(|data: &[u8]| {
             let _ = c.state.is_terminal();
         }
     }
-    if let Ok((id, out)) = parse_outbound(text) {
+    // The same for what the client sends (attachments are free JSON).
+    let stable = serde_json::from_str::<Value>(text)
+        .is_ok_and(|v| serde_json::from_str::<Value>(&v.to_string()).ok() == Some(v));
+    if let (true, Ok((id, out))) = (stable, parse_outbound(text)) {
         let params = serde_json::from_str::<Value>(text)
             .ok()
             .and_then(|v| v.get("params").cloned())

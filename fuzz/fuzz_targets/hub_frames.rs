@@ -13,6 +13,15 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let v: serde_json::Value = serde_json::from_str(text).expect("accepted as JSON");
+    // serde_json does not round every float it reads correctly (a 70-digit integer, say), so a
+    // value with such a number reads back different from itself: no round trip to check then.
+    if serde_json::from_str::<serde_json::Value>(&v.to_string())
+        .ok()
+        .as_ref()
+        != Some(&v)
+    {
+        return;
+    }
     let again = parse_hub_frame(&v.to_string()).expect("written again");
     assert_eq!(again, frame);
     if let (HubFrame::Event { event: a, .. }, HubFrame::Event { event: b, .. }) = (&frame, &again) {
