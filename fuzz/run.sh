@@ -58,7 +58,12 @@ echo "fuzz: built in $((SECONDS - start)) s"
 
 if [ "$mode" = cmin ]; then
   for t in "${targets[@]}"; do
-    "${CARGO[@]}" fuzz cmin "${FLAGS[@]}" "$t" "corpus/$t" 2>&1 | tail -2
+    # The inputs of fixed crashes stay, whatever coverage they add now.
+    keep=$(mktemp -d)
+    find "corpus/$t" -name 'regression-*' -exec mv {} "$keep/" \;
+    "${CARGO[@]}" fuzz cmin "${FLAGS[@]}" "$t" "corpus/$t" 2>&1 | grep -E 'MERGE-OUTER: [0-9]+ new files' || true
+    mv "$keep"/* "corpus/$t/" 2>/dev/null || true
+    rmdir "$keep"
   done
   du -sh corpus
   exit 0
