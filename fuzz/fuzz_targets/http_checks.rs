@@ -7,7 +7,7 @@
 //! never accepted unless the request carries it exactly; the probe answers no request (no
 //! nonce was issued).
 #![no_main]
-use hyper::header::{HeaderValue, AUTHORIZATION, HOST};
+use hyper::header::{HeaderValue, AUTHORIZATION, HOST, ORIGIN};
 use hyper::http::uri::Authority;
 use hyper::{Method, Request};
 use libfuzzer_sys::fuzz_target;
@@ -175,6 +175,10 @@ fuzz_target!(|data: &[u8]| {
         let (path, verdict) = control_api_check(&hosts, &f.ui, r.body(()).unwrap());
         match verdict {
             Err(Refusal::BadHost) => assert!(!host_ok),
+            Err(Refusal::BadOrigin) => {
+                assert!(host_ok);
+                assert!(req.headers().contains_key(ORIGIN), "bad_origin without an Origin");
+            }
             Err(Refusal::Unauthorized) => assert!(host_ok),
             Ok(()) => {
                 assert!(host_ok, "a foreign Host passed the control API");

@@ -32,11 +32,17 @@ T_ALL=$SECONDS
 
 PY="${PYTHON:-python3}"
 command -v "$PY" >/dev/null 2>&1 || die "python3 is required"
-if ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
-  command -v apt-get >/dev/null 2>&1 || die "python3 venv support missing and no apt-get"
-  log "apt-get install python3-venv"
+# What a fresh Debian 12 may lack: venv support, and `ip` / `unshare` for the loopback-only
+# namespace run.sh runs the gateway in.
+need_apt=()
+"$PY" -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)
+if ((${#need_apt[@]})); then
+  command -v apt-get >/dev/null 2>&1 || die "missing ${need_apt[*]} and no apt-get"
+  log "apt-get install ${need_apt[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >&2
 fi
 
 # ------------------------------------------------------------------ Node 24 (PyPI wheel)

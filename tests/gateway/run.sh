@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# The real-gateway test: our OpenClaw Gateway client (crates/stagewhisper-core/src/gateway/)
-# against the real npm `openclaw` 2026.9.6 gateway, offline, inside a loopback-only network
-# namespace, with the stub model of tests/interop/stub_model.py.
+# The real-gateway tests, against the real npm `openclaw` 2026.9.6 gateway, offline, inside a
+# loopback-only network namespace, with the stub model of tests/interop/stub_model.py:
+#   client  our OpenClaw Gateway client (crates/stagewhisper-core/tests/gateway_real.rs);
+#   app     the real app, the stagewhisper-headless binary driven over its control API and
+#           event stream, through the gateway (crates/stagewhisper-headless/tests/gateway_app.rs).
+# Both run on the same gateway, in that order.
 #
-#   tests/gateway/run.sh [extra args for the test binary, e.g. a test name]
+#   tests/gateway/run.sh [extra args for the test binaries, e.g. a test name]
+#   SW_GATEWAY_SUITES="app" tests/gateway/run.sh      # only one of them
 #
 # Installs Node 24 + openclaw into .peers/gateway/ when missing (tests/gateway/install.sh),
 # builds the test outside the namespace, then inside it (`unshare -n`, `lo` up): starts the stub
 # model, writes openclaw.json (token auth, autoApproveLocal: false so pairing is exercised),
 # starts `openclaw gateway run`, waits for "[gateway] ready" and runs
-# `cargo test --test gateway_real -- --ignored`. Everything lives in a temp dir removed afterwards
+# the suites with `--ignored`. Everything lives in a temp dir removed afterwards
 # (SW_GATEWAY_KEEP=1 keeps it and prints where).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,8 +24,9 @@ cd "$REPO"
 if [[ "${SW_IN_NETNS:-}" != "1" ]]; then
   echo "== install (tests/gateway/install.sh)"
   "$HERE/install.sh"
-  echo "== build the test"
+  echo "== build the tests"
   cargo test -p stagewhisper-core --test gateway_real --no-run
+  cargo test -p stagewhisper-headless --test gateway_app --no-run
   echo "== run inside a loopback-only network namespace"
   exec "$REPO/tests/interop/in_netns.sh" "$HERE/run.sh" "$@"
 fi
@@ -84,10 +89,23 @@ export SW_OPENCLAW_BIN="$SW_OPENCLAW_MJS"
 T0=$SECONDS
 echo "== start openclaw $SW_OPENCLAW_VERSION gateway on 127.0.0.1:$PORT (stub model on $STUB_PORT)"
 "$HERE/gwctl.sh" start
-echo "== cargo test --test gateway_real"
-set +e
-cargo test --offline -p stagewhisper-core --test gateway_real -- --ignored --test-threads=1 "$@"
-RC=$?
-set -e
-echo "== real-gateway test finished in $((SECONDS - T0)) s (exit $RC)"
+RC=0
+for suite in ${SW_GATEWAY_SUITES:-client app}; do
+  case "$suite" in
+    client) pkg=stagewhisper-core test=gateway_real ;;
+    app) pkg=stagewhisper-headless test=gateway_app ;;
+    *) echo "unknown suite $suite (client, app)"; exit 2 ;;
+  esac
+  T1=$SECONDS
+  echo "== cargo test -p $pkg --test $test"
+  set +e
+  cargo test --offline -p "$pkg" --test "$test" -- --ignored --test-threads=1 --nocapture "$@"
+  rc=$?
+  set -e
+  echo "== $suite suite finished in $((SECONDS - T1)) s (exit $rc)"
+  [[ $rc -ne 0 ]] && RC=$rc
+  # The next suite needs a running gateway (the client suite leaves it running).
+  "$HERE/gwctl.sh" start >/dev/null
+done
+echo "== real-gateway tests finished in $((SECONDS - T0)) s (exit $RC)"
 exit $RC

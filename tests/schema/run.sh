@@ -9,7 +9,8 @@
 # in target/schema-venv (or $STAGEWHISPER_SCHEMA_VENV). Exits non-zero on any failure.
 #
 # Not fuzzed: `GET /api/events` (an endless SSE stream; covered by tests/headless_cli.rs) and
-# `POST /api/tunnel` (it would start a tunnel to whatever host the generator picks).
+# `POST /api/tunnel` (it would start a tunnel to whatever host the generator picks) and
+# `POST /api/assistant/clawborrator/sessions` (it would call whatever hub the generator picks).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -81,6 +82,7 @@ set +e
   --request-timeout 30 \
   --exclude-operation-id event_stream \
   --exclude-operation-id post_tunnel \
+  --exclude-operation-id hub_sessions \
   --seed "${SCHEMA_SEED:-20261201}" \
   --generation-database none \
   --no-color

@@ -3,9 +3,11 @@
 
 import { statusClass, statusLabel } from './assistant';
 import { ChatView } from './chat';
+import { canStop } from './kinds/gateway';
 import { elapsedSince, h } from './dom';
 import { HistoryView, sessionTitle } from './history';
 import { InsightsView } from './insights';
+import { insightsNotice } from './kinds/clawborrator';
 import { SettingsView } from './settings';
 import { tunnelChip } from './tunnel';
 import { Store, tunnelActive, type Change } from './store';
@@ -100,7 +102,7 @@ export class App {
     private transport: Transport,
     private onUnauthorized: () => HTMLElement | null = () => null,
   ) {
-    this.chat = new ChatView({ send: (t) => this.send(t), retry: (m) => this.retryMessage(m) });
+    this.chat = new ChatView({ send: (t) => this.send(t), retry: (m) => this.retryMessage(m), decide: (id, allow) => this.decidePermission(id, allow), stop: () => this.stopReply() });
     this.insights = new InsightsView();
     this.transcript = new TranscriptView({ retry: (t) => this.retryTurn(t), add: (sp, t) => this.addTurn(sp, t) });
     this.history = new HistoryView({ open: (id) => this.open(id, 'chat'), newChat: () => this.newChat() });
@@ -289,11 +291,28 @@ export class App {
     this.flush();
   }
 
+  /** The Stop button: the active kind stops the reply running in the open conversation. */
+  private async stopReply(): Promise<void> {
+    const sid = this.activeId;
+    if (!sid) return;
+    const res = await this.api<unknown>('POST', `/api/sessions/${encodeURIComponent(sid)}/stop`, {});
+    if (res.status !== 200) throw new Error(`Not stopped: ${errorText(res)}`);
+  }
+
   /** The user's Retry on a failed message: pending again under a new task id. */
   private async retryMessage(m: Message): Promise<void> {
     const c0 = this.store.cursor;
     const res = await this.api<unknown>('POST', `/api/sessions/${encodeURIComponent(m.session_id)}/messages/${encodeURIComponent(String(m.id))}/retry`);
     if (res.status !== 200) throw new Error(`Not retried: ${errorText(res)}`);
+    this.store.mergeMessage(unwrap(res.body, 'message'), c0, true);
+    this.flush();
+  }
+
+  /** Allow / Deny on a permission card: the answer is the settled card. */
+  private async decidePermission(requestId: string, allow: boolean): Promise<void> {
+    const c0 = this.store.cursor;
+    const res = await this.api<unknown>('POST', `/api/permissions/${encodeURIComponent(requestId)}`, { decision: allow ? 'allow' : 'deny' });
+    if (res.status !== 200) throw new Error(`Not sent: ${errorText(res)}`);
     this.store.mergeMessage(unwrap(res.body, 'message'), c0, true);
     this.flush();
   }
@@ -640,7 +659,8 @@ export class App {
         }
         this.renderAssistantChip();
         this.settings.assistant.render(this.store.assistant);
-        this.chat.setLink({ configured: this.store.assistant?.configured ?? true });
+        this.insights.setNotice(insightsNotice(this.store.assistant));
+        this.chat.setLink({ configured: this.store.assistant?.configured ?? true, canStop: canStop(this.store.assistant?.kind) });
         break;
       case 'tunnel':
         this.renderTunnelChip();

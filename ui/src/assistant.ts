@@ -8,13 +8,17 @@
 // (`store.assistant`, fed by the answers of `/api/assistant` and the app's polling).
 
 import { clockTime, copyText, fullTime, h } from './dom';
+import { ClawborratorForm } from './kinds/clawborrator';
 import type { ApiResponse } from './transport';
 import type { Assistant, Provider, Providers } from './types';
+import { GATEWAY_KIND, GatewaySettings } from './kinds/gateway';
 
 export interface AssistantActions {
   /** A request to `/api/assistant…` whose 200 answer the app puts in the store. */
   assistantCall(method: string, path: string, body?: unknown): Promise<ApiResponse<unknown>>;
   errorText(res: ApiResponse<unknown>): string;
+  /** A plain control API request (a kind's form may read lists with it). */
+  api?<T>(method: string, path: string, body?: unknown): Promise<ApiResponse<T>>;
 }
 
 const STATUS_LABEL: Record<string, string> = {
@@ -149,8 +153,13 @@ export class AssistantSettings {
   /** "Reset to default" was pressed: the save sends `prelude: null`. */
   private preludeReset = false;
   private busy = false;
+  /** The `clawborrator` kind's form (kinds/clawborrator.ts). */
+  private claw: ClawborratorForm;
+  private gateway: GatewaySettings;
 
   constructor(private actions: AssistantActions) {
+    this.claw = new ClawborratorForm(actions);
+    this.gateway = new GatewaySettings(actions);
     const err = (f: Field) => {
       const el = h('div', { class: 'field-error', id: `assistant-${f.replace('_', '-')}-error`, hidden: true });
       this.errors.set(f, el);
@@ -304,6 +313,8 @@ export class AssistantSettings {
       this.providerList,
       this.useKindBtn,
       form,
+      this.claw.el,
+      this.gateway.el,
       this.result,
       (this.linkInfo = h(
         'div',
@@ -367,7 +378,9 @@ export class AssistantSettings {
     this.linkInfo.hidden = !isIncoming;
     const info = this.providers?.kinds.find((k) => k.id === kind);
     const active = this.a?.kind ?? this.providers?.active_kind ?? 'incoming';
-    this.useKindBtn.hidden = isIncoming || kind === active || !info?.available;
+    this.claw.el.hidden = kind !== 'clawborrator';
+    this.gateway.el.hidden = kind !== GATEWAY_KIND;
+    this.useKindBtn.hidden = isIncoming || kind === 'clawborrator' || kind === GATEWAY_KIND || kind === active || !info?.available;
     this.useKindBtn.textContent = `Use ${info?.name ?? kind}`;
   }
 
@@ -390,6 +403,7 @@ export class AssistantSettings {
   /** Shows the link as the store has it; fills the inputs the user is not editing. */
   render(a: Assistant | null): void {
     this.a = a;
+    this.gateway.render(a);
     const status = a?.status ?? 'not_configured';
     this.statusChip.className = `chip ${statusClass(status)}`;
     this.statusChip.dataset.status = status;
@@ -425,6 +439,7 @@ export class AssistantSettings {
       a?.events_fallback_detail ? h('span', { class: 'setting-note' }, ' ', a.events_fallback_detail) : '',
     );
     this.infoCallback.textContent = a?.callback_url ?? '…';
+    this.claw.render(a);
     const le = a?.last_error;
     this.infoLastError.replaceChildren(
       ...(le

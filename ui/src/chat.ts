@@ -3,21 +3,29 @@
 
 import { clockTime, fullTime, h } from './dom';
 import { renderInline, renderMarkdown } from './markdown';
+import { permissionCard, type Decide } from './permission';
 import { deliveryView, type Change, type Conversation } from './store';
 import type { Message, Typing } from './types';
 import { VList } from './vlist';
+import { replyRunning, StopControl } from './kinds/gateway';
 
 export interface ChatActions {
   /** Sends `text` to the open conversation (creating a chat if none is open); throws on failure. */
   send(text: string): Promise<void>;
   /** Sends a failed user message again (`POST …/messages/{id}/retry`); throws on failure. */
   retry(m: Message): Promise<void>;
+  /** Allows or denies a permission card's request; throws on failure. */
+  decide?: Decide;
+  /** Stops the reply running in the open conversation (kinds that can); throws on failure. */
+  stop?(): Promise<void>;
 }
 
 /** What the delivery marks need to know about the link (from the store). */
 export interface LinkInfo {
   /** An assistant is configured (pending messages are on their way, not merely queued). */
   configured: boolean;
+  /** The active kind can stop a running reply (the Stop button). */
+  canStop?: boolean;
 }
 
 const keyOf = (m: Message) => String(m.id);
@@ -25,6 +33,7 @@ const keyOf = (m: Message) => String(m.id);
 /** A rough height so that rows far away take about the right room before they are measured. */
 function estimate(m: Message, width: number): number {
   if (m.kind === 'notice') return 34;
+  if (m.kind === 'permission') return 150;
   const cpl = Math.max(16, Math.floor((Math.min(width, 820) - 110) / 7.4));
   let lines = 0;
   for (const l of m.text.split('\n')) lines += Math.max(1, Math.ceil(l.length / cpl));
@@ -115,9 +124,13 @@ function body(m: Message): HTMLElement {
   return el;
 }
 
-function fill(row: HTMLElement, m: Message, link: LinkInfo, retry: (m: Message) => Promise<void>): void {
+function fill(row: HTMLElement, m: Message, link: LinkInfo, retry: (m: Message) => Promise<void>, decide?: Decide): void {
   row.className = `vrow msg msg-${m.kind}${m.draft ? ' msg-is-draft' : ''}`;
   row.dataset.id = String(m.id);
+  if (m.kind === 'permission') {
+    row.replaceChildren(permissionCard(m, decide ?? (() => Promise.reject(new Error('Not available here.')))));
+    return;
+  }
   if (m.message_id) row.dataset.messageId = m.message_id;
   else delete row.dataset.messageId;
   row.dataset.draft = m.draft ? 'true' : 'false';
@@ -145,9 +158,11 @@ export class ChatView {
   private sending = false;
   private emptyText = '';
   private link: LinkInfo = { configured: true };
+  private stopControl: StopControl;
 
   constructor(private actions: ChatActions) {
     const retry = (m: Message) => this.actions.retry(m);
+    const decide: Decide = (id, allow) => (this.actions.decide ? this.actions.decide(id, allow) : Promise.reject(new Error('Not available here.')));
     this.scroller = h('div', {
       class: 'msg-scroller',
       tabindex: '0',
@@ -159,10 +174,10 @@ export class ChatView {
       estimate,
       create: (m) => {
         const row = h('div');
-        fill(row, m, this.link, retry);
+        fill(row, m, this.link, retry, decide);
         return row;
       },
-      update: (row, m) => fill(row, m, this.link, retry),
+      update: (row, m) => fill(row, m, this.link, retry, decide),
       onScrollState: (atBottom) => {
         if (atBottom && this.newCount) {
           this.newCount = 0;
@@ -176,6 +191,9 @@ export class ChatView {
     this.pill = h('button', { class: 'new-pill', type: 'button', hidden: true, onclick: () => this.jumpToEnd() });
     this.typingEl = h('div', { class: 'typing', role: 'status', 'aria-live': 'polite', hidden: true });
     this.announcer = h('div', { class: 'sr-only', 'aria-live': 'polite', 'aria-atomic': 'true' });
+    this.stopControl = new StopControl(async () => {
+      if (this.actions.stop) await this.actions.stop();
+    });
 
     this.input = h('textarea', {
       class: 'composer-input',
@@ -201,6 +219,7 @@ export class ChatView {
       { class: 'panel panel-chat', id: 'panel-chat', role: 'tabpanel', 'aria-labelledby': 'tab-chat' },
       h('div', { class: 'msg-area' }, this.scroller, this.empty, this.pill),
       this.typingEl,
+      this.stopControl.el,
       form,
       this.announcer,
     );
@@ -223,6 +242,11 @@ export class ChatView {
 
   /** The link's state changed: pending user messages may read differently (queued / sending). */
   setLink(link: LinkInfo): void {
+    const canStopChanged = !!link.canStop !== !!this.link.canStop;
+    if (canStopChanged) {
+      this.link = { ...this.link, canStop: link.canStop };
+      this.paintStop();
+    }
     if (link.configured === this.link.configured) return;
     this.link = link;
     const conv = this.conv;
@@ -277,6 +301,13 @@ export class ChatView {
     this.dirty = false;
     this.list.renderFast();
     this.updateEmpty();
+    this.paintStop();
+  }
+
+  /** The Stop button: while a reply runs (typing or a live draft) and the kind can stop it. */
+  private paintStop(): void {
+    const conv = this.conv;
+    this.stopControl.show(!!this.link.canStop && !!conv && replyRunning(conv.typing.size, conv.messages));
   }
 
   /** The panel became visible: measure with real sizes. */
@@ -305,6 +336,7 @@ export class ChatView {
 
   private renderTyping(): void {
     const t = this.conv ? [...this.conv.typing.values()] : [];
+    this.paintStop();
     if (t.length === 0) {
       this.typingEl.hidden = true;
       this.typingEl.replaceChildren();

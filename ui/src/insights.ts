@@ -13,6 +13,8 @@ export class InsightsView {
   private items = new Map<string, { li: HTMLLIElement; ins: Insight }>();
   private conv: Conversation | null = null;
   private emptyText = '';
+  /** Why no insights come (e.g. the assistant kind has no insights session), or hidden. */
+  private notice = h('p', { class: 'setting-note insight-notice', id: 'insights-notice', role: 'status', hidden: true });
 
   constructor() {
     this.list = h('ol', {
@@ -27,9 +29,16 @@ export class InsightsView {
     this.panel = h(
       'section',
       { class: 'panel panel-insights', id: 'panel-insights', role: 'tabpanel', 'aria-labelledby': 'tab-insights', hidden: true },
+      this.notice,
       this.typingEl,
       h('div', { class: 'insight-scroller', tabindex: '0', 'aria-label': 'Insights' }, this.list, this.empty),
     );
+  }
+
+  /** Shows (or hides, with null) a line about why no insights come. */
+  setNotice(text: string | null): void {
+    this.notice.hidden = !text;
+    this.notice.textContent = text ?? '';
   }
 
   bind(conv: Conversation | null, emptyText: string): void {

@@ -22,12 +22,14 @@ import type {
   Insight,
   Message,
   MessageKind,
+  PermissionState,
   Session,
   SwEvent,
   TranscriptTurn,
   Tunnel,
   Typing,
 } from './types';
+import { gatewayFields } from './kinds/gateway';
 
 export type Change =
   | { kind: 'sessions' }
@@ -94,7 +96,8 @@ export function timeMicros(t: string | null | undefined): number {
   return ms * 1000 + frac;
 }
 
-const KINDS: ReadonlySet<string> = new Set(['user', 'assistant', 'notice', 'error']);
+const KINDS: ReadonlySet<string> = new Set(['user', 'assistant', 'notice', 'error', 'permission']);
+const PERMISSION_STATES: ReadonlySet<string> = new Set(['pending', 'allow', 'deny', 'expired']);
 
 export function normMessage(raw: unknown): Message | null {
   if (!isObj(raw)) return null;
@@ -102,7 +105,14 @@ export function normMessage(raw: unknown): Message | null {
   const sessionId = str(raw.session_id);
   if ((typeof id !== 'string' && typeof id !== 'number') || !sessionId) return null;
   const kindRaw = str(raw.kind) ?? 'assistant';
-  const kind = (KINDS.has(kindRaw) ? kindRaw : 'assistant') as MessageKind;
+  let kind = (KINDS.has(kindRaw) ? kindRaw : 'assistant') as MessageKind;
+  const rid = str(raw.request_id);
+  const pstate = str(raw.state);
+  const permission =
+    kind === 'permission' && rid && pstate && PERMISSION_STATES.has(pstate)
+      ? { request_id: rid, tool: str(raw.tool) ?? '', input_preview: str(raw.input_preview) ?? '', state: pstate as PermissionState, resolver: str(raw.resolver) }
+      : null;
+  if (kind === 'permission' && !permission) kind = 'notice';
   let sortKey = Number(raw.sort_key);
   if (!Number.isFinite(sortKey)) {
     sortKey = timeMicros(str(raw.occurred_at)) || timeMicros(str(raw.received_at)) || 0;
@@ -123,6 +133,7 @@ export function normMessage(raw: unknown): Message | null {
     draft: raw.draft === true,
     delivery: normDelivery(raw.delivery),
     delivery_error: normDeliveryError(raw.delivery_error),
+    permission,
   };
 }
 
@@ -185,6 +196,8 @@ export function normAssistant(raw: unknown): Assistant | null {
     default_prelude: str(raw.default_prelude) ?? '',
     callback_url: str(raw.callback_url),
     last_error: isObj(le) ? { code: str(le.code) ?? '', message: str(le.message) ?? '', at: str(le.at) } : null,
+    extra: raw,
+    ...gatewayFields(raw),
   };
 }
 

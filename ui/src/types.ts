@@ -1,7 +1,9 @@
 // Wire shapes of the control API and the event stream (docs/contract.md). Everything coming
 // from the app is treated as loosely typed JSON and normalised at the edge (store.ts).
 
-export type MessageKind = 'user' | 'assistant' | 'notice' | 'error';
+import type { GatewayFields } from './kinds/gateway';
+
+export type MessageKind = 'user' | 'assistant' | 'notice' | 'error' | 'permission';
 
 export interface Session {
   session_id: string;
@@ -30,6 +32,20 @@ export interface Message {
   delivery: Delivery | null;
   /** The last delivery problem: a note while `pending` (retried), the reason when `failed`. */
   delivery_error: DeliveryError | null;
+  /** Kind `permission` only: the card's request (settled in place). */
+  permission?: PermissionInfo | null;
+}
+
+export type PermissionState = 'pending' | 'allow' | 'deny' | 'expired';
+
+/** A permission card: a tool of the assistant waits for Allow / Deny. */
+export interface PermissionInfo {
+  request_id: string;
+  tool: string;
+  input_preview: string;
+  state: PermissionState;
+  /** Who decided (null while pending or when it expired). */
+  resolver: string | null;
 }
 
 export type Delivery = 'pending' | 'sent' | 'failed';
@@ -57,7 +73,7 @@ export type AssistantStatus = 'not_configured' | 'checking' | 'online' | 'auth_f
 export type AssistantMode = 'auto' | 'callback' | 'events';
 
 /** `GET /api/assistant`: the active assistant kind's configuration and status (`incoming`: the link). */
-export interface Assistant {
+export interface Assistant extends GatewayFields {
   /** The active kind (`incoming` = `POST /v1/incoming`). */
   kind: string;
   /** The assistant reports a version StageWhisper is not tested with (plain words), else null. */
@@ -79,6 +95,8 @@ export interface Assistant {
   default_prelude: string;
   callback_url: string | null;
   last_error: { code: string; message: string; at: string | null } | null;
+  /** The whole answer, for the fields only one kind has (e.g. `clawborrator`'s `hub_url`). */
+  extra: Record<string, unknown>;
 }
 
 /** A peer version StageWhisper is tested with (`series`: the prefix treated as tested). */

@@ -42,8 +42,10 @@ pub struct Config {
     pub faults: Arc<Faults>,
     /// The optional tunnel's timing (and `NGROK_AUTHTOKEN`).
     pub tunnel: TunnelSettings,
-    /// Assistant kinds besides the built-in ones (`incoming`); the set is open.
+    /// Assistant kinds besides the built-in ones (`incoming`, `clawborrator`); the set is open.
     pub extra_kinds: Vec<KindFactory>,
+    /// The clawborrator hub link's timing (tests shorten it).
+    pub hub_timing: crate::hub::HubTiming,
 }
 
 impl Config {
@@ -60,6 +62,7 @@ impl Config {
             faults: Arc::new(Faults::from_env()),
             tunnel: TunnelSettings::from_env(),
             extra_kinds: Vec::new(),
+            hub_timing: crate::hub::HubTiming::default(),
         }
     }
 }
@@ -143,9 +146,8 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
     if !addr.ip().is_loopback() {
         return Err(StartError::NotLoopback(addr));
     }
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| StartError::Bind { addr, source })
+    // A backlog of 4,096 (not the default 1,024): a burst of handshakes waits, not dropped.
+    crate::conns::listen(addr).map_err(|source| StartError::Bind { addr, source })
 }
 
 fn origin(addr: SocketAddr) -> String {
@@ -157,6 +159,10 @@ fn origin(addr: SocketAddr) -> String {
 
 impl App {
     pub async fn start(config: Config) -> Result<App, StartError> {
+        // Two listeners of up to 1,024 connections need more than the usual soft 1,024
+        // descriptors (crate::conns).
+        let nofile = crate::conns::raise_fd_limit();
+        tracing::debug!(nofile, "descriptor limit");
         ensure_dir(&config.data_dir)?;
         // Before anything in the data dir is read or written: a second instance touches nothing.
         let data_dir_lock = DataDirLock::acquire(&config.data_dir)?;
@@ -220,6 +226,11 @@ impl App {
         );
         let mut kinds: Vec<Arc<dyn AssistantKind>> =
             vec![Arc::new(IncomingKind::start(ctx.clone(), config.link))];
+        kinds.push(Arc::new(crate::hub::ClawborratorKind::start(
+            ctx.clone(),
+            config.hub_timing.clone(),
+        )));
+        kinds.push(Arc::new(crate::gateway::GatewayKind::start(ctx.clone())));
         for make in config.extra_kinds {
             kinds.push(make(ctx.clone()));
         }

@@ -15,13 +15,18 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
+use crate::conns::{BusyGuard, ConnTable, Connection, MAX_HEAD_BYTES};
+
 pub type Body = BoxBody<Bytes, std::io::Error>;
 pub type Resp = Response<Body>;
 
-/// Time allowed for a request's headers and, separately, for its body.
+/// Time allowed for a request's headers and, separately, for its body (a connection that has
+/// not presented the token gets less for its headers: [`crate::conns::UNTRUSTED_IDLE`]).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Open connections per listener; more wait in the accept queue.
-pub const MAX_CONNECTIONS: usize = 1024;
+/// Open connections per listener (see [`crate::conns`] for who makes room at the cap).
+pub use crate::conns::MAX_CONNECTIONS;
+/// Connections closed for room that may still be closing while new ones are served.
+const EVICTION_SLACK: usize = 64;
 
 /// A shutdown signal shared by every task of the app.
 #[derive(Clone)]
@@ -61,7 +66,8 @@ impl Shutdown {
 
 /// Serves HTTP/1.1 on `listener` until `shutdown`, then lets in-flight requests finish (up to
 /// `drain`). Any response body type will do ([`Resp`] for the callback listener, axum's for the
-/// control API).
+/// control API). Each request carries its [`Connection`] as an extension; a handler marks it
+/// trusted once the request presented the token. The limits are [`crate::conns`]'.
 pub async fn serve<F, Fut, B>(
     listener: TcpListener,
     handler: F,
@@ -75,39 +81,74 @@ pub async fn serve<F, Fut, B>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let cap = crate::conns::max_connections();
+    // `cap` connections, plus up to EVICTION_SLACK closing ones not yet gone: the accept loop
+    // never waits for a connection it closed for room to finish closing.
+    let permits = Arc::new(Semaphore::new(cap + EVICTION_SLACK));
+    let table = Arc::new(ConnTable::default());
     loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => p.expect("semaphore open"),
-            _ = shutdown.wait() => break,
-        };
+        // Always accept: at the cap, an idle or untrusted connection makes room (conns.rs).
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    if !table.evict_one() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
                     continue;
                 }
             },
             _ = shutdown.wait() => break,
         };
+        if permits.available_permits() <= EVICTION_SLACK {
+            table.evict_one();
+        }
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(p) => p,
+            // Every connection is busy and trusted, or the closing ones are slow: wait.
+            Err(_) => tokio::select! {
+                p = permits.clone().acquire_owned() => p.expect("semaphore open"),
+                _ = shutdown.wait() => break,
+            },
+        };
         let _ = stream.set_nodelay(true);
+        let state = table.register();
         let h = handler.clone();
-        let svc = hyper::service::service_fn(move |req| {
-            let h = h.clone();
-            async move { Ok::<_, std::convert::Infallible>(h(req).await) }
-        });
+        let svc = {
+            let (table, state) = (table.clone(), state.clone());
+            hyper::service::service_fn(move |mut req: Request<Incoming>| {
+                let busy = table.begin(&state);
+                req.extensions_mut()
+                    .insert(Connection::from_state(state.clone()));
+                let answer = h(req);
+                async move {
+                    let resp = answer.await;
+                    Ok::<_, std::convert::Infallible>(resp.map(|body| Guarded { body, busy }))
+                }
+            })
+        };
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(READ_TIMEOUT)
+            .max_buf_size(MAX_HEAD_BYTES)
             .keep_alive(true)
             .serve_connection(TokioIo::new(stream), svc);
         let conn = graceful.watch(conn);
+        let table = table.clone();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            tokio::select! {
+                r = conn => if let Err(e) = r {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                },
+                _ = table.idle_deadline(&state) => {
+                    tracing::debug!(%peer, trusted = state.is_trusted(), "idle connection closed");
+                }
+                _ = state.evicted() => {
+                    tracing::debug!(%peer, trusted = state.is_trusted(), "connection closed to make room");
+                }
             }
+            table.remove(&state);
             drop(permit);
         });
     }
@@ -117,6 +158,35 @@ pub async fn serve<F, Fut, B>(
         .is_err()
     {
         tracing::warn!("some connections did not finish in time");
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An answer's body, holding its request's [`BusyGuard`] until it has been written.
+    struct Guarded<B> {
+        #[pin]
+        body: B,
+        busy: BusyGuard,
+    }
+}
+
+impl<B: hyper::body::Body> hyper::body::Body for Guarded<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -250,8 +320,22 @@ impl AllowedHosts {
         let Some(host) = req.headers().get(HOST).and_then(|v| v.to_str().ok()) else {
             return false;
         };
+        self.names(host)
+    }
+
+    fn names(&self, host: &str) -> bool {
         let host = host.trim().to_ascii_lowercase();
         self.own.contains(&host) || self.extra.read().expect("hosts lock").contains(&host)
+    }
+
+    /// An `Origin` header naming this listener (`http://` and one of its hosts): what a page
+    /// served by this listener sends. Any other origin (another port, another host name,
+    /// `null`) is a page this listener did not serve.
+    pub fn allows_origin(&self, origin: &str) -> bool {
+        origin
+            .trim()
+            .strip_prefix("http://")
+            .is_some_and(|host| !host.contains('/') && self.names(host))
     }
 }
 
@@ -261,4 +345,34 @@ pub fn bad_host() -> Resp {
         "bad_host",
         "the Host header does not name this listener",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_listeners_own_pages_are_an_allowed_origin() {
+        let hosts = AllowedHosts::for_addr(SocketAddr::from(([127, 0, 0, 1], 4100)));
+        for ok in [
+            "http://127.0.0.1:4100",
+            "http://localhost:4100",
+            "http://LocalHost:4100",
+        ] {
+            assert!(hosts.allows_origin(ok), "{ok}");
+        }
+        for bad in [
+            "null",
+            "",
+            "http://127.0.0.1:4101",
+            "http://evil.test:4100",
+            "https://127.0.0.1:4100",
+            "http://127.0.0.1:4100/",
+            "http://127.0.0.1",
+            "file://",
+            "http://127.0.0.1:4100.evil.test",
+        ] {
+            assert!(!hosts.allows_origin(bad), "{bad}");
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! StageWhisper Desktop core: everything but the window.
 //!
 //! - [`protocol`]: callback wire types and strict parsing with stable error codes;
-//! - [`listener`]: the loopback callback listener (`POST /tasks/{task_id}`);
+//! - [`listener`]: the loopback callback listener (`POST /tasks/{task_id}`); [`conns`]: both
+//!   listeners' connection limits (who may hold a connection, for how long);
 //! - [`conversation`]: the rules and the one writer of conversation state (timers via [`clock`]);
 //! - [`store`]: SQLite (sqlx) with group commit; [`events`]: the change log with cursors;
 //! - [`api`]: the control API + web UI for the browser and the desktop shell;
@@ -16,6 +17,7 @@ pub mod api;
 pub mod app;
 pub mod assistants;
 pub mod clock;
+pub mod conns;
 pub mod conversation;
 pub mod datadir;
 pub mod events;

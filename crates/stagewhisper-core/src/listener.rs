@@ -3,6 +3,7 @@
 
 use crate::assistants::Assistants;
 use crate::clock::SharedClock;
+use crate::conns::Connection;
 use crate::conversation::{Conversation, CoreError, Outcome};
 use crate::faults::{Faults, When};
 use crate::http::{self, AllowedHosts, Resp};
@@ -136,6 +137,9 @@ impl CallbackListener {
                 .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             return r;
         }
+        // The bearer is right: this connection is the assistant's (it keeps its keep-alive
+        // allowance and is not closed for room while busy, see crate::conns).
+        Connection::mark(&req);
         let task_id = match protocol::parse_task_id(&raw_task) {
             Ok(t) => t,
             Err(e) => return http::error(StatusCode::BAD_REQUEST, e.code(), e),

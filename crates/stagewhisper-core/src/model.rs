@@ -1,6 +1,6 @@
 //! The views the control API returns and the event stream carries. Plain data, no rules.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -11,6 +11,8 @@ pub enum MessageKind {
     Error,
     /// A final transcript turn of a call (kept in the call's insights session).
     Transcript,
+    /// A tool of the assistant waits for the user's decision (a card with Allow / Deny).
+    Permission,
 }
 
 impl MessageKind {
@@ -21,6 +23,7 @@ impl MessageKind {
             MessageKind::Notice => "notice",
             MessageKind::Error => "error",
             MessageKind::Transcript => "transcript",
+            MessageKind::Permission => "permission",
         }
     }
 
@@ -30,6 +33,7 @@ impl MessageKind {
             "notice" => MessageKind::Notice,
             "error" => MessageKind::Error,
             "transcript" => MessageKind::Transcript,
+            "permission" => MessageKind::Permission,
             _ => MessageKind::Assistant,
         }
     }
@@ -72,6 +76,28 @@ pub struct MessageRow {
     pub delivery: Option<String>,
     /// JSON `{code, message}` of the last failed delivery.
     pub delivery_error: Option<String>,
+    /// A permission card's fields (kind `permission` only).
+    pub permission: Option<Box<PermissionCard>>,
+}
+
+/// What a permission card shows; settling it changes `state` and `resolver` in place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PermissionCard {
+    pub request_id: String,
+    /// The tool waiting (`Bash`, `Edit`, …).
+    pub tool: String,
+    /// What the tool would do, as the assistant previews it (plain text).
+    pub input_preview: String,
+    /// `pending`, `allow`, `deny` or `expired`.
+    pub state: String,
+    /// Who decided (`None` while pending or when it expired).
+    pub resolver: Option<String>,
+}
+
+impl PermissionCard {
+    pub fn is_pending(&self) -> bool {
+        self.state == "pending"
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -90,6 +116,22 @@ pub struct MessageView {
     pub draft: bool,
     pub delivery: Option<String>,
     pub delivery_error: Option<serde_json::Value>,
+    /// Permission cards only (kind `permission`): the request id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// Permission cards only: the tool waiting for a decision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Permission cards only: what the tool would do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_preview: Option<String>,
+    /// Permission cards only: `pending`, `allow`, `deny` or `expired`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Permission cards only: who decided (null while pending or when it expired).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub resolver: Option<Option<String>>,
 }
 
 /// Serializes a row exactly as its [`MessageView`], without building one (the ingest hot path
@@ -119,6 +161,13 @@ impl Serialize for MessageJson<'_> {
             .as_deref()
             .and_then(|e| serde_json::from_str(e).ok());
         m.serialize_field("delivery_error", &delivery_error)?;
+        if let Some(p) = &r.permission {
+            m.serialize_field("request_id", &p.request_id)?;
+            m.serialize_field("tool", &p.tool)?;
+            m.serialize_field("input_preview", &p.input_preview)?;
+            m.serialize_field("state", &p.state)?;
+            m.serialize_field("resolver", &p.resolver)?;
+        }
         m.end()
     }
 }
@@ -143,6 +192,11 @@ impl From<&MessageRow> for MessageView {
                 .delivery_error
                 .as_deref()
                 .and_then(|e| serde_json::from_str(e).ok()),
+            request_id: r.permission.as_ref().map(|p| p.request_id.clone()),
+            tool: r.permission.as_ref().map(|p| p.tool.clone()),
+            input_preview: r.permission.as_ref().map(|p| p.input_preview.clone()),
+            state: r.permission.as_ref().map(|p| p.state.clone()),
+            resolver: r.permission.as_ref().map(|p| p.resolver.clone()),
         }
     }
 }
@@ -246,6 +300,7 @@ mod tests {
             speaker: None,
             delivery: Some("failed".into()),
             delivery_error: Some(r#"{"code":"x","message":"y"}"#.into()),
+            permission: None,
         };
         let same = |row: &MessageRow| {
             assert_eq!(
@@ -265,5 +320,17 @@ mod tests {
         row.delivery_error = None;
         row.kind = MessageKind::Assistant;
         same(&row);
+        row.kind = MessageKind::Permission;
+        row.permission = Some(Box::new(PermissionCard {
+            request_id: "r1".into(),
+            tool: "Bash".into(),
+            input_preview: "ls".into(),
+            state: "pending".into(),
+            resolver: None,
+        }));
+        same(&row);
+        let v: serde_json::Value = serde_json::to_value(MessageJson(&row)).unwrap();
+        assert_eq!(v["request_id"], "r1");
+        assert!(v.get("resolver").is_some_and(|r| r.is_null()));
     }
 }

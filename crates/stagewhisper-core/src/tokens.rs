@@ -22,6 +22,17 @@ pub enum TokenError {
     },
 }
 
+impl TokenError {
+    /// The file system is full (or over quota): the caller may retry once space is back.
+    pub fn is_storage_full(&self) -> bool {
+        let TokenError::Io { source, .. } = self;
+        matches!(
+            source.kind(),
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        )
+    }
+}
+
 pub fn generate() -> String {
     let mut bytes = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
@@ -47,6 +58,15 @@ pub fn write_secret(path: &Path, value: &str) -> Result<(), TokenError> {
         source,
     };
     let tmp = path.with_extension("tmp");
+    let written = write_tmp(&tmp, value).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        // A half-written temp file never replaces the secret; leave no litter either.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(io)
+}
+
+fn write_tmp(tmp: &Path, value: &str) -> std::io::Result<()> {
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -54,16 +74,15 @@ pub fn write_secret(path: &Path, value: &str) -> Result<(), TokenError> {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(0o600);
     }
-    let mut f = opts.open(&tmp).map_err(io)?;
-    f.write_all(value.as_bytes()).map_err(io)?;
-    f.sync_all().map_err(io)?;
+    let mut f = opts.open(tmp)?;
+    f.write_all(value.as_bytes())?;
+    f.sync_all()?;
     drop(f);
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+        std::fs::set_permissions(tmp, std::fs::Permissions::from_mode(0o600))?;
     }
-    std::fs::rename(&tmp, path).map_err(io)?;
     Ok(())
 }
 

@@ -3,7 +3,8 @@
 //! One axum [`Router`] (built in [`route_table`]) serves both the HTTP listener
 //! ([`ControlApi::handle`]) and the desktop window's IPC ([`ControlApi::call`]), so there is
 //! exactly one control API. In front of the routes, one guard ([`guard`]):
-//! - HTTP only: the `Host` check (DNS-rebinding defence, every path) and the UI token on
+//! - HTTP only: the `Host` check (DNS-rebinding defence, every path), the `Origin` check (a
+//!   browser's request from a page of another origin, every path) and the UI token on
 //!   `/api/*` (`Authorization: Bearer`, or `?access_token=` on the SSE route). A request made
 //!   in-process by the shell carries the [`InProcess`] marker instead, which no HTTP request can;
 //! - both: the body limits (256 KiB, 10 s), read once so every route sees the same rules.
@@ -15,7 +16,10 @@
 //! and served at `GET /api/openapi.json`.
 
 pub mod common;
+mod hub_sessions;
+mod permissions;
 mod routes;
+mod stop;
 mod web;
 
 pub use common::{ApiError, MAX_API_BODY, MAX_USER_TEXT};
@@ -151,7 +155,10 @@ impl utoipa::Modify for CommonAnswers {
                 r.entry("401".into())
                     .or_insert_with(|| error("`unauthorized`: missing or wrong UI token"));
                 r.entry("403".into()).or_insert_with(|| {
-                    error("`bad_host`: the Host header does not name this listener")
+                    error(
+                        "`bad_host`: the Host header does not name this listener; `bad_origin`: \
+                         the Origin header names another web page",
+                    )
                 });
                 r.entry("503".into())
                     .or_insert_with(|| error("`storage_unavailable`, `shutting_down`"));
@@ -176,6 +183,9 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(routes::routes())
         .merge(crate::links::api::routes())
         .merge(crate::tunnel::api::routes())
+        .merge(permissions::routes())
+        .merge(hub_sessions::routes())
+        .merge(stop::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
     let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
@@ -300,6 +310,14 @@ async fn guard(State(api): State<Arc<ApiState>>, req: Request, next: Next) -> Re
                 )
                 .into_response()
             }
+            Err(Refusal::BadOrigin) => {
+                return ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "bad_origin",
+                    "the request comes from a web page this listener did not serve",
+                )
+                .into_response()
+            }
             Err(Refusal::Unauthorized) => {
                 let mut r = ApiError::new(
                     StatusCode::UNAUTHORIZED,
@@ -311,6 +329,10 @@ async fn guard(State(api): State<Arc<ApiState>>, req: Request, next: Next) -> Re
                     .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
                 return r;
             }
+        }
+        if is_api && path != OPENAPI_PATH {
+            // The UI token was presented: a trusted connection (crate::conns).
+            crate::conns::Connection::mark(&req);
         }
     }
     if !is_api {
@@ -369,6 +391,8 @@ async fn guard(State(api): State<Arc<ApiState>>, req: Request, next: Next) -> Re
 pub enum Refusal {
     /// `403 bad_host`.
     BadHost,
+    /// `403 bad_origin`: an `Origin` that names a page this listener did not serve.
+    BadOrigin,
     /// `401 unauthorized`.
     Unauthorized,
 }
@@ -382,6 +406,12 @@ pub(crate) fn check_head<B>(
 ) -> Result<(), Refusal> {
     if !hosts.allows(req) {
         return Err(Refusal::BadHost);
+    }
+    // A browser names the page a request comes from; only this listener's own pages may use it
+    // (defence in depth beside the token: a page elsewhere never has it either).
+    let origin = req.headers().get(header::ORIGIN);
+    if origin.is_some_and(|o| !o.to_str().is_ok_and(|o| hosts.allows_origin(o))) {
+        return Err(Refusal::BadOrigin);
     }
     let path = req.uri().path();
     if is_api_path(path) && path != OPENAPI_PATH && !authorized(ui_token, req, path == EVENTS_PATH)
@@ -488,6 +518,7 @@ mod tests {
             "GET /api/calls/{session_id}/transcript",
             "POST /api/calls/{session_id}/summarise",
             "POST /api/sessions/{session_id}/messages/{id}/retry",
+            "POST /api/sessions/{session_id}/stop",
             "GET /api/test/faults",
             "POST /api/test/faults",
             "GET /api/tunnel",
@@ -495,6 +526,8 @@ mod tests {
             "DELETE /api/tunnel",
             "POST /api/tunnel/check",
             "DELETE /api/tunnel/authtoken",
+            "POST /api/permissions/{request_id}",
+            "POST /api/assistant/clawborrator/sessions",
         ];
         want.sort();
         assert_eq!(ops, want);

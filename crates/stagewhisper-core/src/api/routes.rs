@@ -206,12 +206,17 @@ async fn settings(State(api): St) -> ApiResult {
 
 /// A new callback token; the old one stops working at once.
 #[utoipa::path(post, path = "/api/settings/callback-token/rotate", tag = "settings",
-    responses((status = 200, body = RotatedToken), (status = 500, body = ErrorDoc, description = "`token_write_failed`")))]
+    responses((status = 200, body = RotatedToken),
+        (status = 503, body = ErrorDoc, description = "`storage_unavailable`: the disk is full (the old token stays)"),
+        (status = 500, body = ErrorDoc, description = "`token_write_failed`")))]
 async fn rotate_callback_token(State(api): St) -> ApiResult {
-    let t = api
-        .callback_token
-        .rotate()
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "token_write_failed", e))?;
+    let t = api.callback_token.rotate().map_err(|e| {
+        if e.is_storage_full() {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable", e)
+        } else {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "token_write_failed", e)
+        }
+    })?;
     tracing::info!("callback token rotated");
     Ok(Reply::ok(RotatedToken { callback_token: t }))
 }

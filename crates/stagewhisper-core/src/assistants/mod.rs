@@ -182,9 +182,39 @@ pub trait AssistantKind: Send + Sync + 'static {
     /// A session was deleted: forget what the kind keeps about it.
     fn session_deleted(&self, _session_id: &str) {}
 
+    /// Stops the reply running in `session_id` now (the Stop button). Kinds that cannot stop a
+    /// reply keep this default: `not_supported`.
+    fn abort(&self, _session_id: &str) -> BoxFuture<'_, Result<(), KindError>> {
+        let kind = self.kind();
+        Box::pin(async move {
+            Err(KindError {
+                status: 409,
+                code: "not_supported",
+                message: format!("the assistant kind \"{kind}\" cannot stop a reply"),
+            })
+        })
+    }
+
     /// Routes the kind serves on the callback listener while it is active.
     fn callback_routes(&self) -> Option<Arc<dyn CallbackRoutes>> {
         None
+    }
+
+    /// The user's Allow / Deny on a permission card (`POST /api/permissions/{request_id}`),
+    /// to the assistant. Kinds without permission requests keep the default.
+    fn decide_permission(
+        &self,
+        _request_id: &str,
+        _allow: bool,
+    ) -> BoxFuture<'_, Result<(), KindError>> {
+        let kind = self.kind();
+        Box::pin(async move {
+            Err(KindError {
+                status: 409,
+                code: "not_supported",
+                message: format!("the assistant kind \"{kind}\" takes no permission decisions"),
+            })
+        })
     }
 }
 

@@ -161,7 +161,7 @@ static PROVIDERS: &[Provider] = &[
         id: "openclaw-gateway",
         kind: "openclaw-gateway",
         name: "OpenClaw Gateway",
-        available: false,
+        available: true,
         install: "npm install -g openclaw@2026.9.6",
         setup: &[
             "Start the gateway: openclaw gateway.",
@@ -179,10 +179,12 @@ static PROVIDERS: &[Provider] = &[
         id: "clawborrator",
         kind: "clawborrator",
         name: "clawborrator hub",
-        available: false,
+        available: true,
         install: "",
         setup: &[
-            "Enter the hub's URL and your operator token; the app connects to the hub's operator surface.",
+            "Start Claude Code with the clawborrator channel so its session shows on the hub.",
+            "Here, enter the hub's URL (https://, or http:// to this computer) and your session token (cw_sess_…).",
+            "Pick the Claude Code session to attach to; optionally a second session for the call's insights.",
         ],
         tested_with: &[],
         known_bad: &[],
@@ -206,13 +208,13 @@ static KINDS: &[KindInfo] = &[
         id: "openclaw-gateway",
         name: "OpenClaw Gateway",
         description: "This app connects to the OpenClaw Gateway over WebSocket.",
-        available: false,
+        available: true,
     },
     KindInfo {
         id: "clawborrator",
         name: "clawborrator hub",
-        description: "This app connects to a clawborrator hub over WebSocket.",
-        available: false,
+        description: "This app attaches to your Claude Code session as an operator of a clawborrator hub (WebSocket): prompts, replies and permission requests.",
+        available: true,
     },
 ];
 
@@ -304,7 +306,7 @@ mod tests {
                 .filter(|k| k.available)
                 .map(|k| k.id)
                 .collect::<Vec<_>>(),
-            ["incoming"]
+            ["incoming", "openclaw-gateway", "clawborrator"]
         );
     }
 

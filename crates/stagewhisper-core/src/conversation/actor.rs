@@ -16,6 +16,7 @@
 //!    writer to drain, reloads the rules from the database and starts a new epoch.
 
 use super::index::SessionIndex;
+use super::rules::permissions::Settled;
 use super::rules::Rules;
 use super::{CoreError, DeliveryUpdate, Outcome, Settings};
 use crate::clock::SharedClock;
@@ -69,6 +70,23 @@ pub(super) enum Cmd {
         update: DeliveryUpdate,
         reply: Reply<()>,
     },
+    PermissionRequest {
+        session_id: String,
+        request_id: String,
+        tool: String,
+        input_preview: String,
+        reply: Reply<(MessageView, bool)>,
+    },
+    SettlePermission {
+        request_id: String,
+        state: String,
+        resolver: Option<String>,
+        reply: Reply<Settled>,
+    },
+    PermissionCard {
+        request_id: String,
+        reply: Reply<Option<MessageView>>,
+    },
     /// An app-wide event (not about one session), e.g. the assistant link's status.
     AppEvent {
         data: Value,
@@ -92,6 +110,9 @@ impl Cmd {
             Cmd::Typing { reply, .. } => no(reply, err),
             Cmd::Transcript { reply, .. } => no(reply, err),
             Cmd::Delivery { reply, .. } => no(reply, err),
+            Cmd::PermissionRequest { reply, .. } => no(reply, err),
+            Cmd::SettlePermission { reply, .. } => no(reply, err),
+            Cmd::PermissionCard { reply, .. } => no(reply, err),
             Cmd::AppEvent { reply, .. } => no(reply, err),
             Cmd::Tick => {}
         }
@@ -294,10 +315,33 @@ impl Actor {
                         rows.insert(*id, row);
                     }
                 }
+                Cmd::PermissionRequest {
+                    session_id,
+                    request_id,
+                    ..
+                } => {
+                    self.ensure_permission(request_id).await?;
+                    if let Some(s) = self.rules.index_for_user_message(session_id) {
+                        self.ensure_index(s).await?;
+                    }
+                }
+                Cmd::SettlePermission { request_id, .. }
+                | Cmd::PermissionCard { request_id, .. } => {
+                    self.ensure_permission(request_id).await?;
+                }
                 _ => {}
             }
         }
         Ok(rows)
+    }
+
+    async fn ensure_permission(&mut self, request_id: &str) -> Result<(), StoreError> {
+        if let Some(id) = self.rules.needs_permission(request_id) {
+            if let Some(row) = load::permission(&mut self.reader, id).await? {
+                self.rules.remember_permission(row);
+            }
+        }
+        Ok(())
     }
 
     async fn ensure_index(&mut self, session_id: &str) -> Result<(), StoreError> {
@@ -349,6 +393,28 @@ impl Actor {
             Cmd::Delivery { id, update, reply } => {
                 let row = rows.get(&id).cloned();
                 finish(reply, rules.set_delivery(row, update, events))
+            }
+            Cmd::PermissionRequest {
+                session_id,
+                request_id,
+                tool,
+                input_preview,
+                reply,
+            } => finish(
+                reply,
+                rules.permission_request(&session_id, &request_id, &tool, &input_preview, events),
+            ),
+            Cmd::SettlePermission {
+                request_id,
+                state,
+                resolver,
+                reply,
+            } => finish(
+                reply,
+                rules.settle_permission(&request_id, &state, resolver, events),
+            ),
+            Cmd::PermissionCard { request_id, reply } => {
+                finish(reply, Ok(rules.permission_card(&request_id)))
             }
             Cmd::AppEvent { data, reply } => {
                 rules.app_event(data, events);

@@ -205,6 +205,7 @@ mod tests {
             speaker: None,
             delivery: None,
             delivery_error: None,
+            permission: None,
         };
         let mut idx = SessionIndex::default();
         let total = 5 * FINAL_SCOPES;

@@ -24,6 +24,7 @@ mod actor;
 mod index;
 mod rules;
 
+pub use rules::permissions::{Settled, SETTLED_STATES};
 pub use rules::{drafts, typing};
 
 use crate::clock::SharedClock;
@@ -253,6 +254,56 @@ impl Conversation {
     /// Records the delivery state of an outgoing entry (by row id).
     pub async fn set_delivery(&self, id: i64, update: DeliveryUpdate) -> Result<(), CoreError> {
         self.call(|reply| Cmd::Delivery { id, update, reply }).await
+    }
+
+    /// A permission request of the assistant: a pending card in `session_id` (a chat).
+    /// `(card, false)` when the request already has a card.
+    pub async fn permission_request(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        tool: &str,
+        input_preview: &str,
+    ) -> Result<(MessageView, bool), CoreError> {
+        let (session_id, request_id) = (session_id.to_string(), request_id.to_string());
+        let (tool, input_preview) = (tool.to_string(), input_preview.to_string());
+        self.call(|reply| Cmd::PermissionRequest {
+            session_id,
+            request_id,
+            tool,
+            input_preview,
+            reply,
+        })
+        .await
+    }
+
+    /// Settles a card in place (`state`: `allow`, `deny` or `expired`); a card settles once.
+    pub async fn settle_permission(
+        &self,
+        request_id: &str,
+        state: &str,
+        resolver: Option<&str>,
+    ) -> Result<Settled, CoreError> {
+        debug_assert!(SETTLED_STATES.contains(&state));
+        let (request_id, state) = (request_id.to_string(), state.to_string());
+        let resolver = resolver.map(str::to_string);
+        self.call(|reply| Cmd::SettlePermission {
+            request_id,
+            state,
+            resolver,
+            reply,
+        })
+        .await
+    }
+
+    /// The card of a request (`None`: no such request, or its chat was deleted).
+    pub async fn permission_card(
+        &self,
+        request_id: &str,
+    ) -> Result<Option<MessageView>, CoreError> {
+        let request_id = request_id.to_string();
+        self.call(|reply| Cmd::PermissionCard { request_id, reply })
+            .await
     }
 
     /// Logs an app-wide event: `data` is a JSON object with a `type` (the log adds `id` and a

@@ -961,12 +961,22 @@ impl Supervisor {
         }
     }
 
+    /// Records a message to send; `Some` when there is nothing to send (the gateway has it).
+    /// A message already waiting (queued, not yet taken) is `None` again: the caller sends it
+    /// now if it can, and a caller retrying it is never told it was taken before it was.
     fn register(&self, session_key: &str, text: &str, key: &str) -> Option<SendOutcome> {
         let mut reg = self.shared.reg();
-        if reg.done.contains(key) || reg.entries.contains_key(key) {
+        let taken = reg
+            .entries
+            .get(key)
+            .is_some_and(|e| e.state == EntryState::Sent);
+        if reg.done.contains(key) || taken {
             return Some(SendOutcome::AlreadyKnown {
                 run_id: key.to_string(),
             });
+        }
+        if reg.entries.contains_key(key) {
+            return None;
         }
         reg.entries.insert(
             key.to_string(),

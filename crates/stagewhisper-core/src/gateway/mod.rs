@@ -8,18 +8,24 @@
 //!   with backoff, pairing, `chat.send` / `chat.abort` / `chat.history`, and the transport-neutral
 //!   [`GatewayEvent`]s a conversation consumes.
 //!
-//! Nothing here knows the conversation model: the caller maps [`GatewayEvent`]s onto it and
-//! dedupes finals by idempotency key.
+//! - [`kind`]: the assistant kind `openclaw-gateway` on top of the client; its `mapping` module
+//!   turns [`GatewayEvent`]s into the same callbacks the other kinds submit.
+//!
+//! The client knows nothing of the conversation model: the kind maps [`GatewayEvent`]s onto it
+//! and the conversation dedupes finals by message id (`gw:<idempotency key>`).
 
 pub mod client;
 pub mod frames;
 pub mod identity;
+pub mod kind;
+mod mapping;
 
 pub use client::{
     GatewayClient, GatewayError, GatewayEvent, GatewayHandle, GatewaySettings, GatewayStatus,
     LinkState, Pairing, SendOutcome,
 };
 pub use identity::DeviceIdentity;
+pub use kind::GatewayKind;
 
 #[cfg(test)]
 mod recordings;

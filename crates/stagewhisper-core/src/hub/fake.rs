@@ -58,6 +58,9 @@ pub struct FakeHubConfig {
     /// Whether `subscribe` is answered with the current `channel_status` too (a hub that
     /// only reports transitions would not).
     pub announce_channel: bool,
+    /// Further sessions a client may subscribe to (always connected, no history): prompts to
+    /// them are acknowledged, and [`FakeHub::reply_in`] answers in them.
+    pub side_sessions: Vec<String>,
 }
 
 impl Default for FakeHubConfig {
@@ -73,6 +76,7 @@ impl Default for FakeHubConfig {
             replay: 50,
             channel_connected: true,
             announce_channel: true,
+            side_sessions: Vec::new(),
         }
     }
 }
@@ -94,6 +98,8 @@ struct Cli {
     token: String,
     login: String,
     subscribed: bool,
+    /// The session subscribed to.
+    session: String,
     freeze: watch::Sender<bool>,
 }
 
@@ -301,6 +307,23 @@ impl FakeHub {
         self.event("chat", "reply", p);
     }
 
+    /// A `chat`/`reply` event in a side session (not recorded for replay).
+    pub fn reply_in(&self, session_id: &str, chat_id: Option<&str>, text: &str) {
+        let mut p = json!({"text": text});
+        if let Some(c) = chat_id {
+            p["chatId"] = json!(c);
+        }
+        let v = json!({"type": "event", "sessionId": session_id,
+            "event": {"kind": "chat", "type": "reply", "payload": p, "ts": now_ts()}});
+        self.inner.state.lock().expect("lock").broadcast(&v);
+    }
+
+    /// The `chatId` the last acknowledged prompt got (`chat-N`).
+    pub fn last_chat_id(&self) -> Option<String> {
+        let n = self.inner.state.lock().expect("lock").next_chat;
+        (n > 0).then(|| format!("chat-{n}"))
+    }
+
     /// A `chat`/`assistant_text` event.
     pub fn assistant_text(&self, chat_id: Option<&str>, text: &str) {
         let mut p = json!({"text": text});
@@ -347,6 +370,21 @@ impl FakeHub {
     /// A pending `permission_request` (replayed on every subscribe until resolved).
     pub fn request_permission(&self, request_id: &str, tool: &str, input_preview: &str) {
         let v = json!({"type": "permission_request", "sessionId": self.inner.cfg.session_id,
+            "requestId": request_id, "tool": tool, "inputPreview": input_preview, "ts": now_ts()});
+        let mut s = self.inner.state.lock().expect("lock");
+        s.pending.push((request_id.to_string(), v.clone()));
+        s.broadcast(&v);
+    }
+
+    /// A pending `permission_request` in a side session.
+    pub fn request_permission_in(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        tool: &str,
+        input_preview: &str,
+    ) {
+        let v = json!({"type": "permission_request", "sessionId": session_id,
             "requestId": request_id, "tool": tool, "inputPreview": input_preview, "ts": now_ts()});
         let mut s = self.inner.state.lock().expect("lock");
         s.pending.push((request_id.to_string(), v.clone()));
@@ -484,8 +522,15 @@ impl State {
             "connected": self.channel_connected(), "ts": now_ts()})
     }
 
+    /// To every client subscribed to the frame's session (every subscribed client when the
+    /// frame names none).
     fn broadcast(&self, v: &Value) {
-        for c in self.clis.values().filter(|c| c.subscribed) {
+        let to = v["sessionId"].as_str();
+        for c in self
+            .clis
+            .values()
+            .filter(|c| c.subscribed && to.is_none_or(|t| t == c.session))
+        {
             let _ = c.tx.send(text(v));
         }
     }
@@ -525,7 +570,10 @@ impl State {
         let Some(i) = self.pending.iter().position(|(id, _)| id == request_id) else {
             return false;
         };
-        self.pending.remove(i);
+        let (_, req) = self.pending.remove(i);
+        // Resolved in the session that asked.
+        let session_id = req["sessionId"].as_str().unwrap_or(session_id).to_string();
+        let session_id = session_id.as_str();
         if let Some((_, tx)) = &self.channel {
             let _ = tx.send(text(&json!({"type": "permission_response",
                 "requestId": request_id, "decision": decision})));
@@ -723,9 +771,17 @@ async fn handle(inner: Arc<Inner>, mut req: Request<Incoming>) -> Response<Full<
             } else {
                 respond(
                     StatusCode::OK,
-                    json!([{"id": inner.cfg.session_id, "routingName": "@fake",
-                        "cwd": "~/project", "host": "fakehost",
-                        "online": s.channel_connected()}]),
+                    Value::Array(
+                        std::iter::once(json!({"id": inner.cfg.session_id,
+                            "routingName": "@fake", "cwd": "~/project", "host": "fakehost",
+                            "online": s.channel_connected()}))
+                        .chain(inner.cfg.side_sessions.iter().map(|id| {
+                            json!({"id": id,
+                            "routingName": "@side", "cwd": "~/notes", "host": "fakehost",
+                            "online": true})
+                        }))
+                        .collect(),
+                    ),
                 )
             }
         }
@@ -753,6 +809,7 @@ async fn cli_socket(inner: Arc<Inner>, mut ws: ServerWs, token: String, login: S
                 token,
                 login: login.clone(),
                 subscribed: false,
+                session: String::new(),
                 freeze,
             },
         );
@@ -814,11 +871,23 @@ fn on_cli_frame(
     s.cli_frames.push(v.clone());
     match v["type"].as_str().unwrap_or_default() {
         "subscribe" => {
-            if v["sessionId"] != sid {
+            let want = v["sessionId"].as_str().unwrap_or_default();
+            if inner.cfg.side_sessions.iter().any(|x| x == want) {
+                if let Some(c) = s.clis.get_mut(&id) {
+                    c.subscribed = true;
+                    c.session = want.to_string();
+                }
+                let _ = tx.send(text(
+                    &json!({"type": "subscribed", "sessionId": want, "role": inner.cfg.role}),
+                ));
+                let _ = tx.send(text(&json!({"type": "channel_status", "sessionId": want,
+                    "connected": true, "ts": now_ts()})));
+            } else if want != sid {
                 err("not_found", "no such session");
             } else {
                 if let Some(c) = s.clis.get_mut(&id) {
                     c.subscribed = true;
+                    c.session = sid.to_string();
                 }
                 let _ = tx.send(text(
                     &json!({"type": "subscribed", "sessionId": sid, "role": inner.cfg.role}),
@@ -831,7 +900,7 @@ fn on_cli_frame(
                 for e in &s.history {
                     let _ = tx.send(text(e));
                 }
-                for (_, p) in &s.pending {
+                for (_, p) in s.pending.iter().filter(|(_, p)| p["sessionId"] == sid) {
                     let _ = tx.send(text(p));
                 }
             }
@@ -849,6 +918,11 @@ fn on_cli_frame(
             };
             s.next_chat += 1;
             let chat = format!("chat-{}", s.next_chat);
+            if s.clis.get(&id).is_some_and(|c| c.session != sid) {
+                // A side session: acknowledged, no echo, no channel.
+                let _ = tx.send(text(&json!({"type": "ack", "ok": true, "chatId": chat})));
+                return;
+            }
             // The echo goes out first (the hub stores and broadcasts, then acknowledges).
             let echo = json!({"type": "event", "sessionId": sid, "event": {"kind": "chat",
                 "type": "prompt", "payload": {"text": t, "chatId": chat, "authorLogin": login},

@@ -7,7 +7,7 @@
 //!   suppression, and the REST reads a settings page needs ([`list_sessions`], [`me`]);
 //! - `fake` (cargo feature `fake-hub`): a conformance fake of the hub for tests.
 //!
-//! Not wired into the app yet: the assistant-kind wiring comes with the assistant trait.
+//! - [`kind`]: the assistant kind `clawborrator` built on them (registered by the app).
 //!
 //! # Wiring it as an assistant kind
 //! - Settings: [`HubSettings::validate`] gives the error code for `PUT /api/assistant`
@@ -35,9 +35,11 @@ pub mod client;
 #[cfg(feature = "fake-hub")]
 pub mod fake;
 pub mod frames;
+pub mod kind;
 
 pub use client::{
     list_sessions, me, HubClient, HubError, HubEvent, HubHandle, HubMe, HubSession, HubSettings,
     HubStatus, HubTiming, HubUrl, Token, CHANNEL_OFFLINE,
 };
 pub use frames::{Resolution, Role};
+pub use kind::ClawborratorKind;

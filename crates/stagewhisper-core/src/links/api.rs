@@ -83,6 +83,15 @@ pub struct AssistantUpdate {
     pub mode: Option<String>,
     /// The kind of assistant (`GET /api/providers` lists them); absent: `incoming`.
     pub kind: Option<String>,
+    /// `clawborrator`: the hub's base URL, `https://` (plain `http://` only to this computer).
+    pub hub_url: Option<String>,
+    /// `clawborrator`: the operator session token (`cw_sess_…`); absent or blank keeps the
+    /// saved one; never answered back.
+    pub session_token: Option<String>,
+    /// `clawborrator`: the Claude Code session to attach to.
+    pub session_id: Option<String>,
+    /// `clawborrator`: a second session for the call's insights; `null` or empty: none.
+    pub insights_session_id: Option<String>,
 }
 
 /// How replies come back.
@@ -187,7 +196,7 @@ async fn get_providers(State(api): St) -> ApiResult {
 #[utoipa::path(put, path = "/api/assistant", tag = "assistant",
     request_body = AssistantUpdate,
     responses((status = 200, body = AssistantDoc),
-        (status = 400, body = ErrorDoc, description = "`unknown_kind`, `kind_not_available`; for `incoming`: `invalid_base_url`, `invalid_relay_token`, `missing_field`, `invalid_field`, `prelude_too_long`"),
+        (status = 400, body = ErrorDoc, description = "`unknown_kind`, `kind_not_available`; for `incoming`: `invalid_base_url`, `invalid_relay_token`, `missing_field`, `invalid_field`, `prelude_too_long`; for `clawborrator`: `invalid_url`, `insecure_url`, `invalid_token`, `invalid_session`, `invalid_insights_session`, `missing_field`, `invalid_field`"),
         (status = 500, body = ErrorDoc, description = "`config_write_failed`")))]
 async fn put_assistant(State(api): St, JsonBody(b): JsonBody<serde_json::Value>) -> ApiResult {
     api.link.put(&b).await.map(Reply::ok).map_err(|e| {

@@ -50,6 +50,22 @@ pub async fn message(
     Ok(row.as_ref().map(message_from_row))
 }
 
+/// The permission card of a request, if one is stored.
+pub async fn permission(
+    conn: &mut SqliteConnection,
+    request_id: &str,
+) -> Result<Option<MessageRow>, StoreError> {
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE permission IS NOT NULL \
+         AND json_extract(permission, '$.request_id') = ? ORDER BY id DESC LIMIT 1"
+    );
+    let row = sqlx::query(&sql)
+        .bind(request_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(row.as_ref().map(message_from_row))
+}
+
 /// The next id to hand out (messages and events share one sequence): past every stored
 /// row of both and past the floors recorded when rows were deleted, so an id is never reused.
 pub async fn next_id(conn: &mut SqliteConnection) -> Result<i64, StoreError> {

@@ -95,12 +95,15 @@ struct Checkpoints {
     total: AtomicU64,
 }
 
+/// Page cache of each pooled read connection (`cache_size`, negative: KiB).
+const READ_CACHE_KIB: &str = "-512";
+
 const IDLE_BEFORE_CHECKPOINT: Duration = Duration::from_millis(250);
 const MAX_COMMITS_BEFORE_CHECKPOINT: u64 = 2_000;
 
 const MESSAGE_COLUMNS: &str = "id, session_id, kind, text, message_id, task_id, user_message_id, \
      scope, error_code, occurred_at, received_at, sort_key, draft, hidden, content_key, draft_key, \
-     speaker, delivery, delivery_error";
+     speaker, delivery, delivery_error, permission";
 
 fn base_options(path: &Path) -> SqliteConnectOptions {
     SqliteConnectOptions::new()
@@ -128,10 +131,16 @@ impl Store {
             .connect()
             .await?;
         sqlx::migrate!("./migrations").run(&mut writer).await?;
+        // The views' reads: a small page cache each (the OS page cache holds the file anyway),
+        // so the pool's memory does not grow with the database as its pages get read.
         let read = SqlitePoolOptions::new()
             .max_connections(4)
             .min_connections(1)
-            .connect_with(base_options(path).read_only(true))
+            .connect_with(
+                base_options(path)
+                    .read_only(true)
+                    .pragma("cache_size", READ_CACHE_KIB),
+            )
             .await?;
         let store = Store {
             read,
@@ -418,6 +427,10 @@ fn message_from_row_at(r: &SqliteRow, at: usize) -> MessageRow {
         speaker: r.get(at + 16),
         delivery: r.get(at + 17),
         delivery_error: r.get(at + 18),
+        permission: r
+            .get::<Option<&str>, _>(at + 19)
+            .and_then(|p| serde_json::from_str(p).ok())
+            .map(Box::new),
     }
 }
 

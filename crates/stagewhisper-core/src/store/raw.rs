@@ -171,6 +171,15 @@ impl RawConn {
         }
     }
 
+    /// Frees the page cache memory the connection does not need right now (outside a
+    /// transaction: all of it); the cache fills again from the OS page cache as pages are used.
+    pub fn release_memory(&mut self) {
+        // SAFETY: valid handle, used by this thread only.
+        unsafe {
+            ffi::sqlite3_db_release_memory(self.db.as_ptr());
+        }
+    }
+
     /// Whether a transaction is open on the connection.
     pub fn in_transaction(&self) -> bool {
         // SAFETY: valid handle.

@@ -25,6 +25,13 @@ use tokio::sync::{mpsc, Notify};
 /// Most units the writer commits in one transaction.
 pub const MAX_UNITS_PER_COMMIT: usize = 64;
 
+/// How often, at most, the idle writer gives back its page cache. Every new page of the
+/// database passes through the writer's cache, so without this the cache grows with the
+/// database (up to its `cache_size`): a three-hour call's memory kept climbing by the size of
+/// what it stored. Under sustained load the writer is never idle and keeps its cache; after a
+/// release the few hot pages come back from the OS page cache on the next commits.
+const RELEASE_MEMORY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What the deciding side hands over: the writes of one batch, and what to do once they are
 /// committed (carried back over the `done` channel) or failed.
 pub struct Unit<P> {
@@ -156,6 +163,7 @@ impl<P: Payload> Writer<P> {
         // SAFETY: `locked` is sqlx's lock on this connection's handle, held until `db` is gone;
         // nothing else uses the connection meanwhile (the writer owns it).
         let mut db = unsafe { RawConn::new(locked.as_raw_handle()) };
+        let mut released = std::time::Instant::now();
         while let Some(first) = rx.blocking_recv() {
             let mut units = vec![first];
             while units.len() < MAX_UNITS_PER_COMMIT {
@@ -168,6 +176,10 @@ impl<P: Payload> Writer<P> {
             self.commit(&mut db, units);
             if self.pipeline.returned(n) && rx.is_empty() {
                 self.store.idle();
+                if released.elapsed() >= RELEASE_MEMORY_EVERY {
+                    db.release_memory();
+                    released = std::time::Instant::now();
+                }
             }
         }
         drop(db);
@@ -245,10 +257,22 @@ fn apply_all(db: &mut RawConn, ops: &[&Op]) -> Result<(), RawError> {
             _ => None,
         })
         .collect();
+    // Permission cards' JSON, owned here so the parameters can borrow it.
+    // (None allocated on the ingest path, where no row is a card.)
+    let cards: Vec<Option<String>> = if messages.iter().any(|(m, _)| m.permission.is_some()) {
+        messages
+            .iter()
+            .map(|(m, _)| m.permission.as_ref().map(|p| card_json(p)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    const NO_CARD: &Option<String> = &None;
     let mut params = Vec::new();
+    let mut offset = 0;
     for rows in chunks(&messages) {
         params.clear();
-        for (m, logged) in rows {
+        for (i, (m, logged)) in rows.iter().enumerate() {
             params.extend_from_slice(&[
                 m.id.into(),
                 (&m.session_id).into(),
@@ -270,8 +294,10 @@ fn apply_all(db: &mut RawConn, ops: &[&Op]) -> Result<(), RawError> {
                 (&m.delivery).into(),
                 (&m.delivery_error).into(),
                 (*logged).into(),
+                cards.get(offset + i).unwrap_or(NO_CARD).into(),
             ]);
         }
+        offset += rows.len();
         db.execute(insert_sql(&INSERT_MESSAGES, rows.len()), &params)?;
     }
     let events: Vec<(i64, &str, &str)> = ops
@@ -320,10 +346,11 @@ struct InsertSql {
 }
 
 static INSERT_MESSAGES: InsertSql = InsertSql {
-    head: "INSERT OR ROLLBACK INTO messages (id, session_id, kind, text, message_id, task_id, \
+    head:
+        "INSERT OR ROLLBACK INTO messages (id, session_id, kind, text, message_id, task_id, \
            user_message_id, scope, content_key, error_code, occurred_at, received_at, sort_key, \
-           draft, draft_key, hidden, speaker, delivery, delivery_error, logged) VALUES ",
-    columns: 20,
+           draft, draft_key, hidden, speaker, delivery, delivery_error, logged, permission) VALUES ",
+    columns: 21,
     texts: std::sync::OnceLock::new(),
 };
 
@@ -369,10 +396,11 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
             )?;
         }
         Op::UpdateMessage(m) => {
+            let card = m.permission.as_ref().map(|p| card_json(p));
             db.execute(
                 "UPDATE OR IGNORE messages SET text = ?, message_id = ?, content_key = ?, \
                  occurred_at = ?, draft = ?, draft_key = ?, hidden = ?, task_id = ?, \
-                 delivery = ?, delivery_error = ? WHERE id = ?",
+                 delivery = ?, delivery_error = ?, permission = ? WHERE id = ?",
                 &[
                     (&m.text).into(),
                     (&m.message_id).into(),
@@ -384,6 +412,7 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
                     (&m.task_id).into(),
                     (&m.delivery).into(),
                     (&m.delivery_error).into(),
+                    (&card).into(),
                     m.id.into(),
                 ],
             )?;
@@ -423,4 +452,9 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
         }
     }
     Ok(())
+}
+
+/// A permission card as its column holds it.
+fn card_json(card: &crate::model::PermissionCard) -> String {
+    serde_json::to_string(card).expect("serializable")
 }

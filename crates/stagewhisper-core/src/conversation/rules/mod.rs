@@ -22,6 +22,7 @@
 //! state comes in through [`Rules::new`].
 
 pub mod drafts;
+pub mod permissions;
 mod replies;
 mod sessions;
 pub mod typing;
@@ -48,6 +49,7 @@ struct State {
     /// Rows of visible drafts, by id.
     draft_rows: HashMap<i64, MessageRow>,
     typing: TypingTracker,
+    /// Permission cards touched this run (or loaded for a batch), by request id.
     /// The next id to hand out. Messages and events share one sequence: a row that is its own
     /// `message_added` event (see [`logs_itself`]) carries that event's id.
     next_id: i64,
@@ -98,6 +100,8 @@ pub(crate) struct Rules {
     ops: Vec<Op>,
     clock: SharedClock,
     settings: Settings,
+    /// Permission cards touched this run (or loaded by the actor for a batch), by request id.
+    pub(crate) permissions: HashMap<String, MessageRow>,
 }
 
 impl Rules {
@@ -146,6 +150,7 @@ impl Rules {
             ops: Vec::new(),
             clock,
             settings,
+            permissions: HashMap::new(),
         }
     }
 
@@ -311,6 +316,7 @@ impl Rules {
             speaker: None,
             delivery: None,
             delivery_error: None,
+            permission: None,
         }
     }
 
