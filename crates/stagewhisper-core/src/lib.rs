@@ -22,6 +22,8 @@ pub mod conversation;
 pub mod datadir;
 pub mod events;
 pub mod faults;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gateway;
 pub mod http;
 pub mod hub;

@@ -274,7 +274,7 @@ fn is_api_path(path: &str) -> bool {
 }
 
 /// `/api/sessions/` is `/api/sessions` (and `//api/…` is `/api/…`), as routes never end in `/`.
-fn normalize(mut req: Request) -> Request {
+pub(crate) fn normalize<B>(mut req: axum::http::Request<B>) -> axum::http::Request<B> {
     let path = req.uri().path();
     let trimmed = format!("/{}", path.trim_matches('/'));
     if trimmed == path || !is_api_path(&trimmed) {
@@ -300,35 +300,35 @@ async fn guard(State(api): State<Arc<ApiState>>, req: Request, next: Next) -> Re
     let path = req.uri().path().to_string();
     let is_api = is_api_path(&path);
     if !in_process {
-        if !api.hosts.allows(&req) {
-            return ApiError::new(
-                StatusCode::FORBIDDEN,
-                "bad_host",
-                "the Host header does not name this listener",
-            )
-            .into_response();
-        }
-        // A browser names the page a request comes from; only this listener's own pages may
-        // use it (defence in depth beside the token: a page elsewhere never has it either).
-        let origin = req.headers().get(header::ORIGIN);
-        if origin.is_some_and(|o| !o.to_str().is_ok_and(|o| api.hosts.allows_origin(o))) {
-            return ApiError::new(
-                StatusCode::FORBIDDEN,
-                "bad_origin",
-                "the request comes from a web page this listener did not serve",
-            )
-            .into_response();
-        }
-        if is_api && path != OPENAPI_PATH && !authorized(&api, &req, path == EVENTS_PATH) {
-            let mut r = ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "missing or wrong UI token",
-            )
-            .into_response();
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
+        match check_head(&api.hosts, &api.ui_token, &req) {
+            Ok(()) => {}
+            Err(Refusal::BadHost) => {
+                return ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "bad_host",
+                    "the Host header does not name this listener",
+                )
+                .into_response()
+            }
+            Err(Refusal::BadOrigin) => {
+                return ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "bad_origin",
+                    "the request comes from a web page this listener did not serve",
+                )
+                .into_response()
+            }
+            Err(Refusal::Unauthorized) => {
+                let mut r = ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "missing or wrong UI token",
+                )
+                .into_response();
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                return r;
+            }
         }
         if is_api && path != OPENAPI_PATH {
             // The UI token was presented: a trusted connection (crate::conns).
@@ -386,7 +386,42 @@ async fn guard(State(api): State<Arc<ApiState>>, req: Request, next: Next) -> Re
         .await
 }
 
-fn authorized(api: &ApiState, req: &Request, is_events: bool) -> bool {
+/// Why the guard refuses an HTTP request on its head alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `403 bad_host`.
+    BadHost,
+    /// `403 bad_origin`: an `Origin` that names a page this listener did not serve.
+    BadOrigin,
+    /// `401 unauthorized`.
+    Unauthorized,
+}
+
+/// The guard's HTTP-only checks on a request as routed (after [`normalize`]): the `Host` on every
+/// path, then the UI token on `/api` routes but the schema.
+pub(crate) fn check_head<B>(
+    hosts: &AllowedHosts,
+    ui_token: &Secret,
+    req: &axum::http::Request<B>,
+) -> Result<(), Refusal> {
+    if !hosts.allows(req) {
+        return Err(Refusal::BadHost);
+    }
+    // A browser names the page a request comes from; only this listener's own pages may use it
+    // (defence in depth beside the token: a page elsewhere never has it either).
+    let origin = req.headers().get(header::ORIGIN);
+    if origin.is_some_and(|o| !o.to_str().is_ok_and(|o| hosts.allows_origin(o))) {
+        return Err(Refusal::BadOrigin);
+    }
+    let path = req.uri().path();
+    if is_api_path(path) && path != OPENAPI_PATH && !authorized(ui_token, req, path == EVENTS_PATH)
+    {
+        return Err(Refusal::Unauthorized);
+    }
+    Ok(())
+}
+
+fn authorized<B>(ui_token: &Secret, req: &axum::http::Request<B>, is_events: bool) -> bool {
     let header_token = bearer(
         req.headers()
             .get(header::AUTHORIZATION)
@@ -398,7 +433,7 @@ fn authorized(api: &ApiState, req: &Request, is_events: bool) -> bool {
     header_token
         .map(str::to_string)
         .or(query_token)
-        .is_some_and(|t| api.ui_token.matches(&t))
+        .is_some_and(|t| ui_token.matches(&t))
 }
 
 /// No route matched: an unknown `/api` route (or anything in-process) is `404 not_found`, any

@@ -4,7 +4,7 @@
 //! without a start follows the previous one after its end, or after an estimate of how long the
 //! previous text takes to say (0.4 s a word, at least 1 s).
 
-use super::{Cue, ParseError};
+use super::{Cue, ParseError, MAX_TIME_MS};
 use serde_json::{Map, Value};
 
 fn time_ms(
@@ -17,7 +17,7 @@ fn time_ms(
         ParseError::new(
             line,
             format!(
-                "`{k}` must be a non-negative number ({})",
+                "`{k}` must be a non-negative number ({}) up to a million hours",
                 if k == ms_key {
                     "milliseconds"
                 } else {
@@ -26,19 +26,22 @@ fn time_ms(
             ),
         )
     };
-    if let Some(v) = obj.get(ms_key).filter(|v| !v.is_null()) {
-        let n = v
+    // An integer is read exactly (as a float, one past 2^53 would move); a fraction is rounded
+    // to the millisecond.
+    let ms = |v: &Value, scale: f64| match v.as_i64() {
+        Some(n) => n.checked_mul(scale as i64),
+        None => v
             .as_f64()
-            .filter(|n| n.is_finite() && *n >= 0.0)
-            .ok_or_else(|| bad(ms_key))?;
-        return Ok(Some(n.round() as i64));
-    }
-    if let Some(v) = obj.get(secs_key).filter(|v| !v.is_null()) {
-        let n = v
-            .as_f64()
-            .filter(|n| n.is_finite() && *n >= 0.0)
-            .ok_or_else(|| bad(secs_key))?;
-        return Ok(Some((n * 1000.0).round() as i64));
+            .filter(|n| n.is_finite() && *n >= 0.0 && n * scale <= MAX_TIME_MS as f64)
+            .map(|n| (n * scale).round() as i64),
+    };
+    for (key, scale) in [(ms_key, 1.0), (secs_key, 1000.0)] {
+        if let Some(v) = obj.get(key).filter(|v| !v.is_null()) {
+            let n = ms(v, scale)
+                .filter(|n| (0..=MAX_TIME_MS).contains(n))
+                .ok_or_else(|| bad(key))?;
+            return Ok(Some(n));
+        }
     }
     Ok(None)
 }
@@ -92,7 +95,7 @@ pub fn parse(text: &str) -> Result<Vec<Cue>, ParseError> {
             None => cues
                 .last()
                 .map(|p| p.end_ms.unwrap_or(p.start_ms + estimate_ms(&p.text)))
-                .unwrap_or(0),
+                .map_or(0, |t| t.min(MAX_TIME_MS)),
         };
         if let Some(e) = end {
             if e < start_ms {
@@ -137,6 +140,25 @@ mod tests {
     }
 
     #[test]
+    fn integer_times_are_exact_and_large_ones_add_up() {
+        // Found by fuzzing (fuzz/, `transcript_jsonl`): a time of 1e15 s (past 2^53 ms) lost
+        // precision when the next turn's start was estimated from it, and one near i64::MAX
+        // overflowed. Times are bounded now, integers read exactly.
+        let s = "{\"text\":\"a\",\"start_ms\":3599999999999}\n{\"text\":\"b\"}\n{\"text\":\"c\",\"start\":3600000000}\n";
+        let cues = parse(s).unwrap();
+        assert_eq!(cues[0].start_ms, 3_599_999_999_999);
+        assert_eq!(
+            cues[1].start_ms, MAX_TIME_MS,
+            "an estimate stops at the limit"
+        );
+        assert_eq!(cues[2].start_ms, MAX_TIME_MS);
+        let cues = parse("{\"text\":\"a\",\"start_ms\":9007199254740993}\n");
+        assert!(cues.is_err(), "past the limit");
+        let cues = parse("{\"text\":\"a\",\"start_ms\":1000000000001}\n").unwrap();
+        assert_eq!(cues[0].start_ms, 1_000_000_000_001);
+    }
+
+    #[test]
     fn malformed_input_names_the_line() {
         let cases: &[(&str, usize, &str)] = &[
             (
@@ -165,6 +187,18 @@ mod tests {
                 "{\"text\":\"a\",\"is_final\":\"yes\"}\n",
                 1,
                 "`is_final` must be",
+            ),
+            // Past a million hours (found by fuzzing: such times lost precision or overflowed).
+            ("{\"text\":\"a\",\"start\":1e300}\n", 1, "`start` must be"),
+            (
+                "{\"text\":\"a\",\"start_ms\":3600000000001}\n",
+                1,
+                "`start_ms` must be",
+            ),
+            (
+                "{\"text\":\"a\",\"end\":9223372036854775807}\n",
+                1,
+                "`end` must be",
             ),
         ];
         for (input, line, needle) in cases {

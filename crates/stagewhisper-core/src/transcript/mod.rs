@@ -130,7 +130,12 @@ pub fn load(path: &Path) -> Result<(Format, Vec<Cue>), LoadError> {
     Ok((format, cues))
 }
 
-/// `hh:mm:ss.mmm`, `mm:ss.mmm` (`,` also accepted as the decimal mark) → milliseconds.
+/// The latest time a transcript may name: a million hours (offsets past it are not a recording,
+/// and keeping them this small keeps every sum of times far from overflowing).
+pub const MAX_TIME_MS: i64 = 1_000_000 * 3_600_000;
+
+/// `hh:mm:ss.mmm`, `mm:ss.mmm` (`,` also accepted as the decimal mark) → milliseconds; `None`
+/// past [`MAX_TIME_MS`].
 pub fn parse_timestamp(s: &str) -> Option<i64> {
     let s = s.trim();
     let (hms, frac) = match s.find(['.', ',']) {
@@ -162,10 +167,10 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
         [h, m, s] => (*h, *m, *s),
         _ => return None,
     };
-    if m > 59 || sec > 59 {
+    if m > 59 || sec > 59 || h > MAX_TIME_MS / 3_600_000 {
         return None;
     }
-    Some(((h * 60 + m) * 60 + sec) * 1000 + ms_frac)
+    Some(((h * 60 + m) * 60 + sec) * 1000 + ms_frac).filter(|ms| *ms <= MAX_TIME_MS)
 }
 
 /// Parses a `START --> END [settings]` line; the error names what is wrong.
@@ -304,6 +309,11 @@ mod tests {
         assert_eq!(parse_timestamp("01:02:03,004"), Some(3_723_004));
         assert_eq!(parse_timestamp("02:03.4"), Some(123_400));
         assert_eq!(parse_timestamp("100:00:00.000"), Some(360_000_000));
+        assert_eq!(parse_timestamp("1000000:00:00"), Some(MAX_TIME_MS));
+        // Found by fuzzing (fuzz/, `transcript_vtt`): hours this large overflowed i64.
+        assert_eq!(parse_timestamp("004444444444444444:00:01.000"), None);
+        assert_eq!(parse_timestamp("9223372036854775807:00:00"), None);
+        assert_eq!(parse_timestamp("1000000:00:00.001"), None);
         for bad in [
             "",
             "1",

@@ -27,8 +27,9 @@ fn voice(payload: &str) -> Option<String> {
             .unwrap_or(""),
         None => inner,
     };
-    let name = name.trim();
-    (!name.is_empty()).then(|| name.to_string())
+    // A tag can span lines: the name is its words, one space apart (no line breaks or CRs).
+    let name = name.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!name.is_empty()).then_some(name)
 }
 
 pub fn parse(text: &str) -> Result<Vec<Cue>, ParseError> {
@@ -129,6 +130,17 @@ mod tests {
         assert_eq!(cues[1].start_ms, 5000);
         assert_eq!(cues[2].speaker.as_deref(), Some("Chris"));
         assert_eq!(cues[2].text, "Agreed & done");
+    }
+
+    #[test]
+    fn a_voice_name_over_several_lines_is_one_line() {
+        // Found by fuzzing (fuzz/, `transcript_vtt`): a `<v` tag spanning lines kept the line
+        // breaks and carriage returns in the speaker's name.
+        let cues = parse("WEBVTT\n\n00:01.000 --> 00:02.000\n<v Ana\r\r\n  Lima\r>Hi\n").unwrap();
+        assert_eq!(cues[0].speaker.as_deref(), Some("Ana Lima"));
+        assert_eq!(cues[0].text, "Hi");
+        let cues = parse("WEBVTT\n\n00:01.000 --> 00:02.000\n<v.loud\tBen\n Ito>Yes\n").unwrap();
+        assert_eq!(cues[0].speaker.as_deref(), Some("Ben Ito"));
     }
 
     fn err(s: &str) -> ParseError {

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Runs every fuzz target (cargo fuzz, libFuzzer) for a bounded time and fails on any crash.
+#
+#   fuzz/run.sh [TARGET...]          short run: SW_FUZZ_SECONDS (20) seconds a target
+#   fuzz/run.sh --long [TARGET...]   long run: SW_FUZZ_RUNS (10,000,000) executions a target, at
+#                                    most SW_FUZZ_LONG_SECONDS (7200) seconds each
+#   fuzz/run.sh --cmin [TARGET...]   minimise the committed corpora (after seeds.py)
+#
+# SW_FUZZ_JOBS=2 runs two targets at a time; SW_FUZZ_OPT_LEVEL=1 builds faster (CI sets both).
+#
+# The committed corpus (corpus/TARGET) is read, never written: new inputs go to a scratch
+# corpus under target/. A crash leaves its input in artifacts/TARGET/ and fails the run; each
+# target's last libFuzzer status line (executions, cov, ft) is printed at the end.
+#
+# Toolchain: `cargo +nightly` when a nightly toolchain is installed, else the default (stable)
+# toolchain with RUSTC_BOOTSTRAP=1 (cargo fuzz needs the sanitizer-coverage `-Z` flags).
+# Installs cargo-fuzz when it is missing.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+mode=short
+case "${1:-}" in
+  --long) mode=long; shift ;;
+  --cmin) mode=cmin; shift ;;
+esac
+ALL=(callback stream_chunk transcript_vtt transcript_srt transcript_jsonl sse gateway_frames hub_frames http_checks)
+if [ $# -gt 0 ]; then targets=("$@"); else targets=("${ALL[@]}"); fi
+
+if cargo +nightly --version >/dev/null 2>&1; then
+  CARGO=(cargo +nightly)
+else
+  echo "fuzz: no nightly toolchain; using $(cargo --version) with RUSTC_BOOTSTRAP=1"
+  CARGO=(cargo)
+  export RUSTC_BOOTSTRAP=1
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "fuzz: installing cargo-fuzz"
+  cargo install cargo-fuzz --locked --quiet
+fi
+export CARGO_TERM_COLOR=never
+# Release code with debug assertions and overflow checks on; no sanitizer (safe Rust: the
+# address sanitizer finds nothing a panic does not, at twice the cost).
+FLAGS=(-s none --debug-assertions)
+# SW_FUZZ_OPT_LEVEL=1 (CI) builds the dependencies about twice as fast, for slower targets.
+if [ -n "${SW_FUZZ_OPT_LEVEL:-}" ]; then
+  export CARGO_PROFILE_RELEASE_OPT_LEVEL="$SW_FUZZ_OPT_LEVEL"
+fi
+
+# One build of every target (one cargo run; the dependencies are shared).
+mkdir -p target
+start=$SECONDS
+if ! "${CARGO[@]}" fuzz build "${FLAGS[@]}" >target/build.log 2>&1; then
+  tail -40 target/build.log >&2
+  echo "fuzz: the targets did not build (fuzz/target/build.log)" >&2
+  exit 1
+fi
+echo "fuzz: built in $((SECONDS - start)) s"
+
+if [ "$mode" = cmin ]; then
+  for t in "${targets[@]}"; do
+    # The inputs of fixed crashes stay, whatever coverage they add now.
+    keep=$(mktemp -d)
+    find "corpus/$t" -name 'regression-*' -exec mv {} "$keep/" \;
+    "${CARGO[@]}" fuzz cmin "${FLAGS[@]}" "$t" "corpus/$t" 2>&1 | grep -E 'MERGE-OUTER: [0-9]+ new files' || true
+    mv "$keep"/* "corpus/$t/" 2>/dev/null || true
+    rmdir "$keep"
+  done
+  du -sh corpus
+  exit 0
+fi
+
+if [ "$mode" = long ]; then
+  LIMIT=(-runs="${SW_FUZZ_RUNS:-10000000}" -max_total_time="${SW_FUZZ_LONG_SECONDS:-7200}")
+else
+  LIMIT=(-max_total_time="${SW_FUZZ_SECONDS:-20}")
+fi
+mkdir -p target/logs
+# run_one TARGET: one bounded run; its summary line goes to target/logs/TARGET.sum.
+run_one() {
+  local t=$1 status=ok last runs
+  local scratch="target/corpus/$t" log="target/logs/$t.log"
+  mkdir -p "$scratch" "artifacts/$t"
+  echo "fuzz: $t (${LIMIT[*]})"
+  if ! "${CARGO[@]}" fuzz run "${FLAGS[@]}" "$t" "$scratch" "corpus/$t" -- \
+      "${LIMIT[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="artifacts/$t/" >"$log" 2>&1; then
+    status=FAILED
+    grep -E 'panicked at|^SUMMARY|Test unit written|Deadly signal|ERROR' "$log" | head -20 >&2 || true
+  fi
+  last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+  runs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}' || true)
+  printf '%-17s %-6s executions=%-10s %s\n' "$t" "$status" "${runs:-?}" "$last" >"target/logs/$t.sum"
+}
+# SW_FUZZ_JOBS targets at a time (CI: 2, one a core).
+jobs_max="${SW_FUZZ_JOBS:-1}"
+for t in "${targets[@]}"; do
+  rm -f "target/logs/$t.sum"
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  run_one "$t" &
+done
+wait
+failed=0
+for t in "${targets[@]}"; do
+  cat "target/logs/$t.sum" 2>/dev/null || echo "$t: no result"
+  awk '$2 != "ok" { exit 1 }' "target/logs/$t.sum" 2>/dev/null || failed=1
+done
+if [ "$failed" != 0 ]; then
+  echo "fuzz: a target crashed; the input is in fuzz/artifacts/ (logs in fuzz/target/logs/)" >&2
+  exit 1
+fi
