@@ -230,14 +230,7 @@ async fn chat_event(shared: &Shared, ev: HubEvent) {
                 None => fallback_chat(shared).await,
             };
             let Some(session) = session else { return };
-            let r = shared
-                .ctx
-                .conversation
-                .permission_request(&session, &request_id, &tool, &input_preview)
-                .await;
-            if let Err(e) = r {
-                tracing::warn!(code = e.code(), "permission card not stored");
-            }
+            add_card(shared, &session, &request_id, &tool, &input_preview).await;
         }
         HubEvent::PermissionResolved {
             request_id,
@@ -271,6 +264,18 @@ async fn chat_event(shared: &Shared, ev: HubEvent) {
             submit(shared, cb).await;
         }
         HubEvent::Presence { .. } | HubEvent::OpMessage { .. } => {}
+    }
+}
+
+/// A permission request of the hub becomes a card in `session`'s chat.
+async fn add_card(shared: &Shared, session: &str, request_id: &str, tool: &str, preview: &str) {
+    let r = shared
+        .ctx
+        .conversation
+        .permission_request(session, request_id, tool, preview)
+        .await;
+    if let Err(e) = r {
+        tracing::warn!(code = e.code(), "permission card not stored");
     }
 }
 
@@ -308,14 +313,7 @@ async fn insights_event(shared: &Shared, ev: HubEvent) {
                 .expect("routes lock")
                 .insights_requests
                 .insert(request_id.clone());
-            let r = shared
-                .ctx
-                .conversation
-                .permission_request(&session, &request_id, &tool, &input_preview)
-                .await;
-            if let Err(e) = r {
-                tracing::warn!(code = e.code(), "permission card not stored");
-            }
+            add_card(shared, &session, &request_id, &tool, &input_preview).await;
         }
         HubEvent::PermissionResolved {
             request_id,
