@@ -177,7 +177,10 @@ fuzz_target!(|data: &[u8]| {
             Err(Refusal::BadHost) => assert!(!host_ok),
             Err(Refusal::BadOrigin) => {
                 assert!(host_ok);
-                assert!(req.headers().contains_key(ORIGIN), "bad_origin without an Origin");
+                assert!(
+                    req.headers().contains_key(ORIGIN),
+                    "bad_origin without an Origin"
+                );
             }
             Err(Refusal::Unauthorized) => assert!(host_ok),
             Ok(()) => {
