@@ -99,6 +99,24 @@ pub struct Callback {
 }
 
 impl Callback {
+    /// A callback with only its task, session and status set (what an assistant kind builds
+    /// from the events it hears, before filling in the fields its event carries).
+    pub fn new(task_id: String, session_id: String, status: Status) -> Callback {
+        Callback {
+            task_id,
+            session_id,
+            status,
+            message_id: None,
+            user_message_id: None,
+            reply_text: None,
+            label: None,
+            error_code: None,
+            error_message: None,
+            occurred_at: None,
+            chunk: None,
+        }
+    }
+
     /// The scope of a typing indicator: the user message it answers, else the task.
     pub fn scope(&self) -> &str {
         self.user_message_id.as_deref().unwrap_or(&self.task_id)

@@ -22,6 +22,8 @@
 
 mod actor;
 mod index;
+/// The short stable digest of the dedupe index, for ids other modules derive the same way.
+pub(crate) use index::hash_hex;
 mod rules;
 
 pub use rules::permissions::{Settled, SETTLED_STATES};

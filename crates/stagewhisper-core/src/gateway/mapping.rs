@@ -167,19 +167,10 @@ impl Runs {
 }
 
 fn callback(ctx: &AssistantContext, run_key: &str, run: &Run, status: Status) -> Callback {
-    Callback {
-        task_id: run_key.to_string(),
-        session_id: run.app_session.clone(),
-        status,
-        message_id: None,
-        user_message_id: (run.kind == RunKind::Chat).then(|| run_key.to_string()),
-        reply_text: None,
-        label: None,
-        error_code: None,
-        error_message: None,
-        occurred_at: Some(ctx.clock.now()),
-        chunk: None,
-    }
+    let mut cb = Callback::new(run_key.to_string(), run.app_session.clone(), status);
+    cb.user_message_id = (run.kind == RunKind::Chat).then(|| run_key.to_string());
+    cb.occurred_at = Some(ctx.clock.now());
+    cb
 }
 
 /// Turns the client's events into conversation callbacks (runs until the client stops).

@@ -2,7 +2,8 @@
 //! typing, errors, permission cards), and where it goes (the chat of the prompt it answers, else
 //! the live call's chat, else the most recently used chat; insights to the call's Insights tab).
 
-use super::{hash_hex, Lane, Origin, Shared, KIND, STATE_KIND};
+use super::{Lane, Origin, Shared, KIND, STATE_KIND};
+use crate::conversation::hash_hex;
 use crate::http::Shutdown;
 use crate::hub::client::{HubEvent, HubHandle, HubStatus};
 use crate::hub::frames::Resolution;
@@ -31,22 +32,6 @@ async fn fallback_chat(shared: &Shared) -> Option<String> {
         .await
         .ok()
         .map(|s| s.session_id)
-}
-
-fn callback(task_id: String, session_id: String, status: Status) -> Callback {
-    Callback {
-        task_id,
-        session_id,
-        status,
-        message_id: None,
-        user_message_id: None,
-        reply_text: None,
-        label: None,
-        error_code: None,
-        error_message: None,
-        occurred_at: None,
-        chunk: None,
-    }
 }
 
 /// The origin a chat-lane event answers: by chat id, else made up for the fallback chat.
@@ -151,7 +136,7 @@ async fn chat_event(shared: &Shared, ev: HubEvent) {
                 .by_local
                 .remove(&local_id);
             if let Some(o) = origin {
-                let mut cb = callback(o.task_id, o.session_id, Status::Errored);
+                let mut cb = Callback::new(o.task_id, o.session_id, Status::Errored);
                 cb.user_message_id = o.user_message_id;
                 cb.error_code = Some("unconfirmed".into());
                 cb.error_message = Some(
@@ -164,7 +149,7 @@ async fn chat_event(shared: &Shared, ev: HubEvent) {
             let Some(o) = origin_for(shared, chat_id.as_deref()).await else {
                 return;
             };
-            let mut cb = callback(o.task_id.clone(), o.session_id.clone(), Status::Message);
+            let mut cb = Callback::new(o.task_id.clone(), o.session_id.clone(), Status::Message);
             cb.message_id = Some(format!(
                 "hub:{}",
                 hash_hex(&[chat_id.as_deref().unwrap_or(""), &text])
@@ -177,7 +162,7 @@ async fn chat_event(shared: &Shared, ev: HubEvent) {
             let Some(o) = origin_for(shared, Some(&chat_id)).await else {
                 return;
             };
-            let mut cb = callback(o.task_id, o.session_id, Status::Message);
+            let mut cb = Callback::new(o.task_id, o.session_id, Status::Message);
             cb.user_message_id = o.user_message_id;
             cb.reply_text = Some(format!("{text}▉"));
             submit(shared, cb).await;
@@ -186,7 +171,7 @@ async fn chat_event(shared: &Shared, ev: HubEvent) {
             let Some(o) = origin_for(shared, None).await else {
                 return;
             };
-            let mut cb = callback(o.task_id, o.session_id, Status::Notice);
+            let mut cb = Callback::new(o.task_id, o.session_id, Status::Notice);
             let who = author.unwrap_or_else(|| "someone".into());
             cb.message_id = Some(format!("hub-prompt:{}", hash_hex(&[&who, &text])));
             cb.reply_text = Some(format!("{who} asked Claude Code: {text}"));
@@ -201,7 +186,7 @@ async fn chat_event(shared: &Shared, ev: HubEvent) {
                     None => return,
                 },
             };
-            let mut cb = callback(o.task_id, o.session_id, Status::Typing);
+            let mut cb = Callback::new(o.task_id, o.session_id, Status::Typing);
             cb.user_message_id = o.user_message_id;
             cb.label = tool;
             submit(shared, cb).await;
@@ -215,7 +200,7 @@ async fn chat_event(shared: &Shared, ev: HubEvent) {
                     None => return,
                 },
             };
-            let mut cb = callback(o.task_id, o.session_id, Status::Completed);
+            let mut cb = Callback::new(o.task_id, o.session_id, Status::Completed);
             cb.user_message_id = o.user_message_id;
             submit(shared, cb).await;
         }
@@ -257,7 +242,7 @@ async fn chat_event(shared: &Shared, ev: HubEvent) {
                     None => return,
                 },
             };
-            let mut cb = callback(o.task_id, o.session_id, Status::Errored);
+            let mut cb = Callback::new(o.task_id, o.session_id, Status::Errored);
             cb.user_message_id = o.user_message_id;
             cb.error_code = Some(code);
             cb.error_message = Some(message);
@@ -340,7 +325,7 @@ async fn insights_event(shared: &Shared, ev: HubEvent) {
                     .or_else(|| r.last_call.clone())
             };
             let Some(call) = call else { return };
-            let mut cb = callback(
+            let mut cb = Callback::new(
                 uuid::Uuid::new_v4().to_string(),
                 format!("{INSIGHTS_PREFIX}{call}"),
                 Status::Message,

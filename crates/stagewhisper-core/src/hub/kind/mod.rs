@@ -134,20 +134,6 @@ pub struct ClawborratorKind {
     active: AtomicBool,
 }
 
-/// A short stable digest (message ids of replies, so a reply seen again is the same message).
-fn hash_hex(parts: &[&str]) -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p.as_bytes());
-        h.update([0u8]);
-    }
-    h.finalize()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 fn kerr(e: super::HubError) -> KindError {
     KindError::bad(e.code(), e.to_string())
 }
