@@ -36,6 +36,15 @@ pub struct ApiError {
     pub message: String,
 }
 
+/// A kind's refusal as an answer: its own status (a kind only builds valid ones), code and
+/// sentence.
+impl From<crate::assistants::KindError> for ApiError {
+    fn from(e: crate::assistants::KindError) -> Self {
+        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        ApiError::new(status, e.code, e.message)
+    }
+}
+
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl std::fmt::Display) -> Self {
         ApiError {

@@ -6,7 +6,6 @@
 use super::common::{ApiError, ApiResult, ErrorDoc, JsonBody, Reply};
 use super::ApiState;
 use axum::extract::State;
-use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -54,8 +53,5 @@ async fn hub_sessions(
     crate::hub::kind::list_sessions(api.link.context(), &b)
         .await
         .map(Reply::ok)
-        .map_err(|e| {
-            let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
-            ApiError::new(status, e.code, &e.message)
-        })
+        .map_err(ApiError::from)
 }

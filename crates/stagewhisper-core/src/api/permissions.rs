@@ -91,11 +91,7 @@ async fn decide(
     api.link
         .active()
         .decide_permission(&request_id, allow)
-        .await
-        .map_err(|e| {
-            let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-            ApiError::new(status, e.code, &e.message)
-        })?;
+        .await?;
     // The kind may have settled it already (with who decided); else it is settled here.
     let state = if allow { "allow" } else { "deny" };
     let message = match api

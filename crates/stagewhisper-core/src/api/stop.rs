@@ -7,7 +7,6 @@ use super::common::{ApiError, ApiResult, ErrorDoc, OkDoc, Param, Reply};
 use super::ApiState;
 use crate::conversation::CoreError;
 use axum::extract::State;
-use axum::http::StatusCode;
 use serde_json::json;
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
@@ -38,8 +37,7 @@ async fn stop_reply(State(api): State<Arc<ApiState>>, Param(id): Param) -> ApiRe
             "stop refused: {}",
             e.message
         );
-        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        ApiError::new(status, e.code, &e.message)
+        ApiError::from(e)
     })?;
     Ok(Reply::ok(json!({"ok": true})))
 }

@@ -201,8 +201,7 @@ async fn get_providers(State(api): St) -> ApiResult {
 async fn put_assistant(State(api): St, JsonBody(b): JsonBody<serde_json::Value>) -> ApiResult {
     api.link.put(&b).await.map(Reply::ok).map_err(|e| {
         tracing::warn!(code = e.code, error = %e, "assistant configuration refused");
-        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        ApiError::new(status, e.code, &e.message)
+        ApiError::from(e)
     })
 }
 
