@@ -4,6 +4,7 @@
 import { statusClass, statusLabel } from './assistant';
 import { ChatView } from './chat';
 import { canStop } from './kinds/gateway';
+import { DesktopSettings, toggleOverlay, type Invoke } from './desktop';
 import { elapsedSince, h } from './dom';
 import { HistoryView, sessionTitle } from './history';
 import { InsightsView } from './insights';
@@ -113,6 +114,15 @@ export class App {
       tunnelCall: (m, p, b) => this.tunnelCall(m, p, b),
     });
 
+    const invoke: Invoke | null = transport.kind === 'tauri' && window.__TAURI__ ? (c, a) => window.__TAURI__!.core.invoke(c, a) : null;
+    if (invoke) {
+      const desktop = new DesktopSettings(invoke);
+      this.settings.addCard(desktop.card);
+      void desktop.load();
+    }
+    const overlayBtn = h('button', { class: 'btn btn-small', type: 'button', id: 'open-overlay', title: 'Compact overlay, always on top' }, 'Overlay');
+    overlayBtn.addEventListener('click', () => toggleOverlay(invoke));
+
     this.badge = h('span', { class: 'badge', hidden: true });
     const tablist = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Views' });
     for (const t of TABS) {
@@ -161,6 +171,7 @@ export class App {
       h(
         'div',
         { class: 'status-chips' },
+        overlayBtn,
         this.assistantChip,
         this.tunnelChip,
         this.connChip,
