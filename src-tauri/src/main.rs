@@ -8,6 +8,9 @@
 //! the window.
 
 mod commands;
+mod desktop;
+mod notify;
+mod prefs;
 mod shell;
 
 use stagewhisper_cli::{core_config, init_logging, run_command, run_headless, runtime};
