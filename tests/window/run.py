@@ -599,7 +599,9 @@ def main():
         with tempfile.TemporaryDirectory(prefix="sw-window-", ignore_cleanup_errors=True) as t:
             tmp = Path(t)
             display = start_xvfb(procs)
-            env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "STAGEWHISPER_DATA_DIR", "RUST_LOG")}
+            # No session bus: the single-instance plugin cannot find the first instance, so the
+            # data folder's lock is what refuses a second one (tests/window/desktop.py has a bus).
+            env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "STAGEWHISPER_DATA_DIR", "RUST_LOG", "DBUS_SESSION_BUS_ADDRESS")}
             env.update(
                 DISPLAY=display,
                 NO_AT_BRIDGE="1",
