@@ -32,7 +32,12 @@ const WINDOW_STATE: StateFlags = StateFlags::SIZE
 /// The Tauri event that carries one event of the log to the window.
 pub const SW_EVENT: &str = "sw-event";
 
-pub fn run(rt: tokio::runtime::Runtime, config: Config, signals: Signals) -> anyhow::Result<()> {
+pub fn run(
+    rt: tokio::runtime::Runtime,
+    config: Config,
+    signals: Signals,
+    context: tauri::Context<tauri::Wry>,
+) -> anyhow::Result<()> {
     // Tauri's commands and tasks run on the same runtime as the core.
     tauri::async_runtime::set(rt.handle().clone());
     let data_dir = config.data_dir.clone();
@@ -100,7 +105,7 @@ pub fn run(rt: tokio::runtime::Runtime, config: Config, signals: Signals) -> any
             tracing::info!("window open");
             Ok(())
         })
-        .build(tauri::generate_context!("tauri.conf.json"))
+        .build(context)
         .context("cannot open the window")?;
 
     let app = rt.block_on(start_core(config))?;
