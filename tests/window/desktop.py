@@ -21,7 +21,8 @@ Needs xvfb, xdotool, x11-utils (xwininfo, xprop), imagemagick, webkit2gtk-driver
 3. WebDriver (tauri-driver): the overlay's page (the session's second window) has an insight
    posted by a callback in its DOM and sends a message typed into its input; a link in an
    assistant message, clicked, goes to the system browser (a recording `xdg-open` first on the
-   PATH) and the page stays where it was.
+   PATH) and the page stays where it was; Settings → Desktop refuses a bad shortcut and puts a
+   new one in force (saved in the data folder's desktop.json).
 
 Screenshots: tests/artifacts/overlay-light.png, overlay-dark.png (the overlay's part of the
 display). Every wait is bounded; the whole run by --timeout. Exit status 0 = pass.
@@ -341,6 +342,34 @@ def part_links(binary, env, tmp, procs):
         if after != before:
             raise Fail(f"the webview navigated: {before} → {after}")
         log(f"   link → xdg-open {url}, page still {after}: ok")
+
+        # Settings → Desktop: a bad shortcut is refused with its code, a good one is saved (in
+        # the data folder) and works at once.
+        wd.js("document.getElementById('tab-settings').click()")
+        w.wait_for("the Desktop card", lambda: wd.js("return document.getElementById('setting-overlay-shortcut').value") == "Ctrl+Shift+Space", 10)
+
+        def save_shortcut(value):
+            wd.js("const i = document.getElementById('setting-overlay-shortcut'); i.value = arguments[0];"
+                  "document.getElementById('desktop-status').textContent = '';"
+                  "document.getElementById('save-overlay-shortcut').click()", value)
+            return w.wait_for("the save's answer", lambda: wd.js("return document.getElementById('desktop-status').textContent"), 10)
+
+        said = save_shortcut("Ctrl+Nope")
+        if not said.startswith("Not saved: invalid_shortcut"):
+            raise Fail(f"a bad shortcut: {said!r}")
+        if save_shortcut("Alt+F9") != "Saved.":
+            raise Fail("the new shortcut was not saved")
+        saved = json.loads((tmp / "links-data" / "desktop.json").read_text())
+        if saved.get("overlay_shortcut") != "Alt+F9":
+            raise Fail(f"desktop.json: {saved}")
+        shown = mapped(env, OVERLAY_TITLE)
+        x(env, "xdotool", "key", "alt+F9")
+        w.wait_for("the new shortcut to toggle the overlay", lambda: mapped(env, OVERLAY_TITLE) != shown, 10)
+        x(env, "xdotool", "key", "ctrl+shift+space")
+        time.sleep(1)
+        if mapped(env, OVERLAY_TITLE) == shown:
+            raise Fail("the old shortcut still toggles the overlay")
+        log("   Settings → Desktop: bad shortcut refused (invalid_shortcut), Alt+F9 saved to desktop.json and in force, the old one gone: ok")
     finally:
         wd.end()
 
