@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 
 /// How held entries went.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Settled {
+pub enum HeldOutcome {
     /// The assistant took them.
     Sent,
     /// Final: they fail with a stable code and a sentence the user can act on (a user retry
@@ -65,7 +65,11 @@ impl AssistantContext {
 
     /// Settles held entries by task id (entries no longer pending under that task id are left
     /// alone). Answers how many were settled.
-    pub async fn settle_held(&self, task_ids: &[String], how: Settled) -> Result<usize, CoreError> {
+    pub async fn settle_held(
+        &self,
+        task_ids: &[String],
+        how: HeldOutcome,
+    ) -> Result<usize, CoreError> {
         if task_ids.is_empty() {
             return Ok(0);
         }
@@ -77,8 +81,8 @@ impl AssistantContext {
             .filter(|r| r.task_id.as_deref().is_some_and(|t| wanted.contains(t)))
         {
             let (state, error) = match &how {
-                Settled::Sent => (DeliveryState::Sent, None),
-                Settled::Failed { code, message } => (
+                HeldOutcome::Sent => (DeliveryState::Sent, None),
+                HeldOutcome::Failed { code, message } => (
                     DeliveryState::Failed,
                     Some((code.to_string(), message.clone())),
                 ),
@@ -96,8 +100,10 @@ impl AssistantContext {
             self.held().rows.remove(&row.id);
         }
         match &how {
-            Settled::Sent => tracing::info!(entries = n, "held entries delivered to the assistant"),
-            Settled::Failed { code, message } => {
+            HeldOutcome::Sent => {
+                tracing::info!(entries = n, "held entries delivered to the assistant")
+            }
+            HeldOutcome::Failed { code, message } => {
                 tracing::warn!(entries = n, code, %message, "held entries failed")
             }
         }

@@ -20,7 +20,7 @@ mod held;
 pub mod outbox;
 pub mod providers;
 
-pub use held::Settled;
+pub use held::HeldOutcome;
 
 use crate::clock::{fmt_time, SharedClock};
 use crate::conversation::{Conversation, CoreError, Outcome};

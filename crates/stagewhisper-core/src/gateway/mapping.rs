@@ -21,7 +21,7 @@
 //! restart every still-pending turn is offered again — nothing batched lives only in memory.
 
 use super::client::{GatewayError, GatewayEvent, GatewayHandle, SendOutcome};
-use crate::assistants::{AssistantContext, Settled};
+use crate::assistants::{AssistantContext, HeldOutcome};
 use crate::protocol::{Callback, Status, StreamChunk};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -256,7 +256,7 @@ pub(crate) async fn pump(
     }
 }
 
-async fn settle_held(ctx: &AssistantContext, held: &[String], how: Settled) {
+async fn settle_held(ctx: &AssistantContext, held: &[String], how: HeldOutcome) {
     if let Err(e) = ctx.settle_held(held, how).await {
         // They stay pending (and held until the next start, which offers them again).
         tracing::warn!(error = %e, "held transcript turns not settled");
@@ -279,13 +279,13 @@ pub(crate) async fn send_batch(
                 tracing::debug!(turns = b.held.len(), "insights batch waits for the gateway");
                 continue;
             }
-            Ok(_) => Settled::Sent,
+            Ok(_) => HeldOutcome::Sent,
             // The link stopped: the kind released what it held (offered again).
             Err(GatewayError::Stopped) => continue,
             Err(e) => {
                 tracing::warn!(code = e.code(), error = %e, "insights batch refused");
                 next = lock(runs).end_run(&b.key);
-                Settled::Failed {
+                HeldOutcome::Failed {
                     code: "gateway_rejected",
                     message: format!("Not sent: the OpenClaw gateway refused these turns ({e})."),
                 }
@@ -307,7 +307,7 @@ pub(crate) struct Mapped {
     /// An insights batch to send next.
     pub next: Option<Batch>,
     /// Held entries the run carried, and how they went (its first event: taken).
-    pub settle: Option<(Vec<String>, Settled)>,
+    pub settle: Option<(Vec<String>, HeldOutcome)>,
 }
 
 /// One event → the callbacks to submit, an insights batch to send next, held entries to settle.
@@ -339,14 +339,14 @@ pub(crate) fn map_event(ctx: &AssistantContext, runs: &Mutex<Runs>, ev: GatewayE
         mapped.settle = Some(match &ev {
             GatewayEvent::Error { code, message, .. } => (
                 held,
-                Settled::Failed {
+                HeldOutcome::Failed {
                     code: "gateway_error",
                     message: format!(
                         "The OpenClaw gateway could not answer these turns ({code}: {message})."
                     ),
                 },
             ),
-            _ => (held, Settled::Sent),
+            _ => (held, HeldOutcome::Sent),
         });
     }
     let mut out = Vec::new();

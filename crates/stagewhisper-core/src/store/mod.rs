@@ -277,8 +277,9 @@ impl Store {
 
     /// User messages delivered (`sent`) at or after `since` (RFC 3339, as `received_at` is
     /// stored) that have no settled reply yet (no non-draft assistant or error entry answering
-    /// them), in sessions not deleted: newest first, at most `limit`, among the newest
-    /// `scan` entries. An assistant kind looks their replies up after a restart.
+    /// them), in sessions not deleted: newest first, at most `limit`, with ids within `scan`
+    /// of the newest (a bounded scan). An assistant kind looks their replies up after a
+    /// restart.
     pub async fn sent_without_reply(
         &self,
         since: &str,
