@@ -403,6 +403,9 @@ async fn the_app_through_the_real_gateway() {
         is_message_of(e, &umid) && e.message()["draft"] == true
     })
     .await;
+    // (Informational: a reply settled before the stop would come live, not from the backfill.)
+    let early = !replies_to(&app, &sid, &umid).await.is_empty();
+    eprintln!("reply settled before the app stopped: {early}");
     let status = app.sigterm().await;
     assert!(status.success(), "the app stops cleanly: {status}");
     // SIGTERM on the gateway waits for its active runs: the reply is finished when it is down.
