@@ -3,8 +3,8 @@
 //! toolkit linked at all). Nothing here depends on Tauri.
 //!
 //! Both binaries take the same flags, print the same JSON `ready` line on stdout (logs go to
-//! stderr), shut down gracefully on SIGINT/SIGTERM and have the same `transcript replay` and `export`
-//! subcommand.
+//! stderr), shut down gracefully on SIGINT/SIGTERM and have the same `transcript replay` and
+//! `export` subcommands.
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser};
