@@ -769,7 +769,8 @@ export class Store {
     fresh.sort(compareMessages);
     const first = c.messages[0];
     if (!first || compareMessages(fresh[fresh.length - 1], first) <= 0) {
-      c.messages = fresh.concat(c.messages);
+      // In place: the views hold this array.
+      c.messages.splice(0, 0, ...fresh);
       this.emit({ kind: 'messages-prepended', sessionId, count: fresh.length });
     } else {
       c.messages = [...c.byId.values()].sort(compareMessages);

@@ -45,7 +45,10 @@ describe('a conversation loaded one page at a time', () => {
     // A live message after the page.
     s.apply({ id: 1000, type: 'message_added', session_id: SID, message: msg(300) });
     seen.length = 0;
+    const shared = s.conv(SID)?.messages;
     expect(s.loadOlder(SID, range(100, 200), '/p?before=100', 999)).toBe(100);
+    // In place: the chat's list holds the same array.
+    expect(s.conv(SID)?.messages).toBe(shared);
     expect(seen).toEqual([{ kind: 'messages-prepended', sessionId: SID, count: 100 }]);
     expect(ids(s)).toEqual(range(100, 301).map((m) => m.id));
     // The same page again (a retry, an overlap): nothing changes but the path.
