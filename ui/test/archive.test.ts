@@ -244,3 +244,34 @@ describe('search in Past calls', () => {
     ]);
   });
 });
+
+describe("the window's catch-up", () => {
+  it('asks for one page at a time from the last event of the page before, into the store without gaps or repeats', async () => {
+    const { CATCH_UP_PAGE, TauriTransport } = await import('../src/transport');
+    // The log: 1,234 events whose ids skip (messages and events share one sequence).
+    const log = Array.from({ length: 1234 }, (_, i) => ({ id: 10 + i * 3, type: 'message_added', session_id: SID, message: msg(10 + i * 3) }));
+    const asked: { after: number; limit?: number }[] = [];
+    const tauri = {
+      core: {
+        invoke: async (cmd: string, args: { after: number; limit?: number }) => {
+          expect(cmd).toBe('events_since');
+          asked.push(args);
+          return log.filter((e) => e.id > args.after).slice(0, args.limit ?? Infinity);
+        },
+      },
+      event: { listen: async () => () => {} },
+    };
+    const store = new Store();
+    store.apply(log[0]); // the view had seen the first event
+    const sub = new TauriTransport(tauri as never).subscribe(() => store.cursor, {
+      events: (b) => void store.applyBatch(b),
+      state: () => {},
+      resync: () => {},
+    });
+    await sub.ready;
+    sub.stop();
+    expect(asked.every((a) => a.limit === CATCH_UP_PAGE)).toBe(true);
+    expect(asked.map((a) => a.after)).toEqual([10, log[500].id, log[1000].id]);
+    expect(ids(store)).toEqual(log.map((e) => e.id));
+  });
+});
