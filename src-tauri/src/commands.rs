@@ -52,13 +52,14 @@ impl ApiReply {
 }
 
 impl Shell {
-    /// One control API request. `path` may carry a query string (ignored, as the routes take
-    /// none); `body` is the JSON request body (`None`/`null` = no body).
+    /// One control API request. `path` may carry a query string (the routes that take one read
+    /// it: search, export, message pages); `body` is the JSON request body (`None`/`null` = no
+    /// body). A text answer (an export as Markdown) comes back as a JSON string.
     pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> ApiReply {
         let Ok(method) = Method::from_bytes(method.to_ascii_uppercase().as_bytes()) else {
             return ApiReply::error(400, "invalid_method", "not an HTTP method");
         };
-        let path = path.split(['?', '#']).next().unwrap_or_default();
+        let path = path.split('#').next().unwrap_or_default();
         // Like the HTTP listener: only POST/PUT/PATCH carry a body.
         let bytes = match body {
             Some(v)
@@ -167,6 +168,37 @@ mod tests {
         let r = shell.call("get", "/api/sessions?x=1", None).await;
         assert_eq!(r.status, 200, "{:?}", r.body);
         assert_eq!(r.body.as_array().unwrap().len(), 1, "{:?}", r.body);
+        // The query reaches the routes that read one; a Markdown export is a JSON string.
+        let r = shell
+            .call("GET", "/api/search?q=nothing%20here", None)
+            .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.body["query"], "nothing here", "{:?}", r.body);
+        let r = shell.call("GET", "/api/search?q=%22", None).await;
+        assert_eq!(r.body["error"], "empty_query", "{:?}", r.body);
+        let r = shell
+            .call(
+                "GET",
+                &format!("/api/sessions/{sid}/export?format=md"),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert!(
+            r.body
+                .as_str()
+                .is_some_and(|md| md.contains("## Transcript")),
+            "{:?}",
+            r.body
+        );
+        let r = shell
+            .call(
+                "GET",
+                &format!("/api/sessions/{sid}/messages?limit=1"),
+                None,
+            )
+            .await;
+        assert!(r.body["items"].is_array(), "{:?}", r.body);
 
         let path = format!("/api/sessions/{sid}/messages");
         let r = shell
