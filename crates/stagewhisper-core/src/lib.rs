@@ -15,6 +15,7 @@
 
 pub mod api;
 pub mod app;
+pub mod archive;
 pub mod assistants;
 pub mod clock;
 pub mod conns;

@@ -30,6 +30,7 @@ use tokio::sync::Notify;
 
 pub mod load;
 mod raw;
+pub mod search;
 pub mod writer;
 pub use raw::{Param, RawConn, RawError};
 
