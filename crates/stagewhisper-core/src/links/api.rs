@@ -369,13 +369,13 @@ async fn retry(State(api): St, Params2(id, row): Params2) -> ApiResult {
     )
     .await?;
     tracing::info!(row = row_id, %task_id, "delivery retried by the user");
+    // The answer is the state this retry wrote: read back, it could already be the outbox's
+    // next one (`sent`), which the caller sees in the event stream anyway.
+    let mut r = r;
+    r.delivery = Some(DeliveryState::Pending.as_str().to_string());
+    r.task_id = Some(task_id);
+    r.delivery_error = None;
     api.link.retry_now();
-    let r = c
-        .store()
-        .message(row_id)
-        .await
-        .map_err(stored)?
-        .ok_or_else(not_found)?;
     if r.kind == MessageKind::Transcript {
         let start = c
             .sessions()
