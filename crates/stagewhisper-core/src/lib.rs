@@ -16,6 +16,7 @@
 pub mod api;
 pub mod app;
 pub mod assistants;
+pub mod byo;
 pub mod clock;
 pub mod conns;
 pub mod conversation;
