@@ -832,3 +832,151 @@ async fn a_whole_call_goes_through_sealed_jobs_and_survives_a_restart() {
     assert!(!dir.path().join("byo").join("integration.json").exists());
     app.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_jobs_go_truncated_and_are_fetched_whole() {
+    let dir = tmp();
+    let app = start(dir.path(), clock()).await;
+    let p = paired_plugin(&app).await;
+    let (_, mut stream) = Stream::open(&app, &p).await;
+    answer_probe(&app, &p, &mut stream).await;
+    let call = new_call(&app).await;
+    for i in 0..5 {
+        turn(&app, &call, &format!("{i} {}", "word ".repeat(2_900))).await;
+    }
+    turn(&app, &call, "the last words").await;
+    let (s, _) = api(
+        &app,
+        Method::POST,
+        &format!("/api/calls/{call}/end"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(s, 200);
+    let sum = stream.next_of("session_summary").await;
+    assert_eq!(
+        sum["payload"],
+        json!({"_truncated": true}),
+        "too large for one SSE line"
+    );
+    let path = format!("{H}/reasoning-jobs/{}", sum["job_id"].as_str().unwrap());
+    assert_eq!(relay(&app, "GET", &path, None, None).await.0, 401);
+    let (s, whole) = relay(&app, "GET", &path, Some(&p.token), None).await;
+    assert_eq!(s, 200);
+    assert_eq!(whole["job_id"], sum["job_id"]);
+    let input = p.open_job(&whole);
+    assert!(input["transcript"]
+        .as_str()
+        .unwrap()
+        .ends_with("Customer: the last words"));
+    let (s, _) = relay(
+        &app,
+        "GET",
+        &format!("{H}/reasoning-jobs/{}", uuid::Uuid::new_v4()),
+        Some(&p.token),
+        None,
+    )
+    .await;
+    assert_eq!(s, 404);
+    app.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_chat_replies_stream_in_and_failures_show_in_plain_words() {
+    let dir = tmp();
+    let app = start(dir.path(), clock()).await;
+    let p = paired_plugin(&app).await;
+    let (_, mut stream) = Stream::open(&app, &p).await;
+    answer_probe(&app, &p, &mut stream).await;
+    let (_, v) = api(&app, Method::POST, "/api/sessions", json!({})).await;
+    let chat = v["session_id"].as_str().unwrap().to_string();
+
+    // The plain flow: start → deltas → complete (one assistant message, the joined deltas).
+    api(
+        &app,
+        Method::POST,
+        &format!("/api/sessions/{chat}/messages"),
+        json!({"text": "hello"}),
+    )
+    .await;
+    let ev = stream.next_of("chat_message_dispatched").await;
+    let umid = ev["user_message_id"].as_str().unwrap().to_string();
+    let (s, start) = relay(
+        &app,
+        "POST",
+        &format!("{H}/chat/messages/{umid}/reply/start"),
+        Some(&p.token),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{start}");
+    assert_eq!(start["status"], "streaming");
+    let rid = start["id"].as_str().unwrap().to_string();
+    for d in ["Hel", "lo there"] {
+        let (s, _) = relay(
+            &app,
+            "POST",
+            &format!("{H}/chat/messages/{rid}/reply/delta"),
+            Some(&p.token),
+            Some(&json!({"delta": d})),
+        )
+        .await;
+        assert_eq!(s, 200);
+    }
+    let (s, _) = relay(
+        &app,
+        "POST",
+        &format!("{H}/chat/messages/{rid}/reply/complete"),
+        Some(&p.token),
+        Some(&json!({"status": "completed"})),
+    )
+    .await;
+    assert_eq!(s, 200);
+    eventually("the plain reply", || async {
+        messages(&app, &chat)
+            .await
+            .iter()
+            .any(|m| m["text"] == "Hello there" && m["kind"] == "assistant")
+            .then_some(())
+    })
+    .await;
+
+    // A sealed chat the plugin could not open: an error entry in plain words on the message.
+    api(
+        &app,
+        Method::POST,
+        &format!("/api/sessions/{chat}/messages"),
+        json!({"text": "again"}),
+    )
+    .await;
+    let ev = stream.next_of("chat_message_dispatched").await;
+    let umid = ev["user_message_id"].as_str().unwrap().to_string();
+    let body = json!({"content": "(BYO decrypt failed)", "status": "errored", "error_code": "decryption_error"});
+    assert_eq!(
+        relay(
+            &app,
+            "POST",
+            &format!("{H}/chat/messages/{umid}/reply"),
+            Some(&p.token),
+            Some(&body)
+        )
+        .await
+        .0,
+        200
+    );
+    eventually("the error entry", || async {
+        messages(&app, &chat)
+            .await
+            .iter()
+            .any(|m| {
+                m["error_code"] == "decryption_error"
+                    && m["text"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("could not open the encrypted request")
+            })
+            .then_some(())
+    })
+    .await;
+    app.shutdown().await;
+}

@@ -97,12 +97,14 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    /// Opens a pool on the app's database (already migrated by the store).
+    /// Opens a pool on the app's database (already migrated by the store). `synchronous =
+    /// NORMAL` in WAL mode, like the store's default durability (crash-safe; the store's WAL
+    /// sync, told of each commit, bounds what a power loss can take).
     pub async fn open(store: &Store) -> Result<Jobs, JobsError> {
         let opts = SqliteConnectOptions::new()
             .filename(store.path())
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
+            .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
             .pragma("wal_autocheckpoint", "0")
             .log_statements(tracing::log::LevelFilter::Trace);

@@ -310,7 +310,12 @@ impl ByoKind {
         {
             old.stop.notify_one();
         }
-        self.inner.live.lock().expect("live lock").stream_opened_ms = Some(self.now_ms());
+        {
+            let mut live = self.inner.live.lock().expect("live lock");
+            live.stream_opened_ms = Some(self.now_ms());
+            // A plugin that said `disconnected` and came back is judged by its new stream.
+            live.heartbeat_status = None;
+        }
         self.report_status();
         if let Ok(jobs) = self.jobs().await {
             match jobs.sendable().await {
