@@ -864,6 +864,7 @@ async fn large_jobs_go_truncated_and_are_fetched_whole() {
     let (s, whole) = relay(&app, "GET", &path, Some(&p.token), None).await;
     assert_eq!(s, 200);
     assert_eq!(whole["job_id"], sum["job_id"]);
+    assert_eq!(whole["idempotency_key"], sum["job_id"]);
     let input = p.open_job(&whole);
     assert!(input["transcript"]
         .as_str()

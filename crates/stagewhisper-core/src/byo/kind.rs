@@ -966,6 +966,11 @@ fn wire_event(event: &str) -> String {
     match serde_json::from_str::<Value>(event) {
         Ok(mut v) if v["event_type"] == "reasoning_job" => {
             v["payload"] = json!({"_truncated": true});
+            // Without it the OpenClaw plugin fetches the whole job too (Hermes does on
+            // `_truncated`).
+            if let Some(o) = v.as_object_mut() {
+                o.remove("idempotency_key");
+            }
             v.to_string()
         }
         _ => event.to_string(),
