@@ -3,7 +3,8 @@
 //!
 //! - [`crypto`]: X25519, HKDF-SHA256, XChaCha20-Poly1305 envelopes, both AAD dialects.
 //! - [`replay`]: the persistent replay guard on envelope `message_id`s.
-//! - [`kind`]: the assistant kind `byo` (pairing, status, deliveries, results → conversation).
+//! - [`kind`]: the assistant kind `byo` (pairing, status, the stream, jobs, deadlines);
+//!   [`mapping`]: deliveries → jobs, answered jobs → the conversation.
 //! - [`relay`]: its routes on the callback listener (`/api/v1/assistant-relay/`,
 //!   `/api/v1/openclaw/`).
 //! - [`jobs`]: the jobs table; [`pairing`]: codes and the paired integration at rest;
@@ -14,6 +15,7 @@ pub mod replay;
 
 pub mod jobs;
 pub mod kind;
+pub mod mapping;
 pub mod pairing;
 pub mod relay;
 pub mod schema;
