@@ -16,6 +16,7 @@
 //! and served at `GET /api/openapi.json`.
 
 pub mod common;
+mod byo;
 mod hub_sessions;
 mod permissions;
 mod routes;
@@ -185,6 +186,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(crate::tunnel::api::routes())
         .merge(permissions::routes())
         .merge(hub_sessions::routes())
+        .merge(byo::routes())
         .merge(stop::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
@@ -528,6 +530,9 @@ mod tests {
             "DELETE /api/tunnel/authtoken",
             "POST /api/permissions/{request_id}",
             "POST /api/assistant/clawborrator/sessions",
+            "POST /api/assistant/pairing",
+            "POST /api/assistant/byo/probe",
+            "POST /api/assistant/byo/test",
         ];
         want.sort();
         assert_eq!(ops, want);

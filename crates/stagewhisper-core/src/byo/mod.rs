@@ -1,3 +1,19 @@
-//! The `byo` assistant kind: the desktop serves the BYO relay API that the real plugins pair with.
+//! The BYO relay: the desktop serves the relay API the assistant's plugin pairs with and takes
+//! its reasoning jobs and chat dispatches from, end-to-end encrypted.
+//!
+//! - [`crypto`]: X25519, HKDF-SHA256, XChaCha20-Poly1305 envelopes, both AAD dialects.
+//! - [`replay`]: the persistent replay guard on envelope `message_id`s.
+//! - [`kind`]: the assistant kind `byo` (pairing, status, deliveries, results → conversation).
+//! - [`relay`]: its routes on the callback listener (`/api/v1/assistant-relay/`,
+//!   `/api/v1/openclaw/`).
+//! - [`jobs`]: the jobs table; [`pairing`]: codes and the paired integration at rest;
+//!   [`schema`]: the jobs' payloads and response schemas.
+
 pub mod crypto;
 pub mod replay;
+
+pub mod jobs;
+pub mod kind;
+pub mod pairing;
+pub mod relay;
+pub mod schema;
