@@ -479,15 +479,21 @@ def run_plugin(name: str, stub: ByoStubServer, results: Results) -> None:
 
         def online() -> str:
             plugin.start()
-            a = wait_for("GET /api/assistant online", lambda: (lambda v: v if v.get("status") == "online" else None)(
-                app.assistant()), timeout=ONLINE, every=1)
+            t0 = time.monotonic()
+            wait_for("GET /api/assistant online", lambda: app.assistant().get("status") == "online",
+                     timeout=ONLINE, every=1)
+            t_online = time.monotonic() - t0
+            # The model name comes with the first heartbeat (OpenClaw's is 30 s after start).
+            a = wait_for("the model name (first heartbeat)", lambda: (
+                lambda v: v if v.get("status") == "online" and v.get("display_model") else None)(
+                app.assistant()), timeout=60, every=1)
             assert a.get("integration_id") == plugin.integration_id(), a
             assert a.get("display_model"), a
             assert a.get("e2ee") is True, a
             for secret in ("relay_token", "secret_key", "private_key"):
                 assert secret not in json.dumps(a), a
             ctx["assistant"] = a
-            return f"online after {plugin.ready_after or 0}s, model {a.get('display_model')!r}, " \
+            return f"online {t_online:.0f}s after start, model {a.get('display_model')!r}, " \
                    f"host {a.get('host_label')!r}, heartbeat {a.get('last_heartbeat_at')}"
 
         def capabilities() -> str:
