@@ -181,24 +181,24 @@ class RecordingProxy:
                 upstream.sendall(body)
 
 
-def needles(text: str) -> list[bytes]:
+def needles(text: str, pieces: bool = True) -> list[bytes]:
     """The forms a clear text could take on the wire: raw UTF-8, JSON-escaped (both ways), and
-    a distinctive 24-character piece of it (a text split across JSON fields still matches)."""
+    (`pieces`) a 24-character piece of its middle (a text cut or re-wrapped still matches)."""
     import json
 
     forms = {text.encode(), json.dumps(text)[1:-1].encode(),
              json.dumps(text, ensure_ascii=False)[1:-1].encode()}
-    if len(text) > 24:
+    if pieces and len(text) > 24:
         mid = len(text) // 2
         forms.add(text[mid - 12: mid + 12].encode())
     return sorted(forms)
 
 
-def find_clear(captured: bytes, texts: list[str]) -> list[dict[str, Any]]:
+def find_clear(captured: bytes, texts: list[str], pieces: bool = True) -> list[dict[str, Any]]:
     """Every clear text found in `captured`, with some context."""
     found = []
     for t in texts:
-        for nd in needles(t):
+        for nd in needles(t, pieces):
             i = captured.find(nd)
             if i >= 0:
                 found.append({"text": t, "form": nd.decode("utf-8", "replace"),
