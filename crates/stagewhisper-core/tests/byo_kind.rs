@@ -193,12 +193,29 @@ impl Plugin {
     }
 
     fn seal(&self, session: &str, corr: &str, ctype: &str, plaintext: &[u8]) -> Envelope {
+        self.seal_id(
+            &uuid::Uuid::new_v4().to_string(),
+            session,
+            corr,
+            ctype,
+            plaintext,
+        )
+    }
+
+    fn seal_id(
+        &self,
+        id: &str,
+        session: &str,
+        corr: &str,
+        ctype: &str,
+        plaintext: &[u8],
+    ) -> Envelope {
         let mut nonce = [0u8; 24];
         rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut nonce);
         self.key
             .seal_with_nonce(
                 "plugin",
-                &uuid::Uuid::new_v4().to_string(),
+                id,
                 &nonce,
                 &Meta {
                     session_id: session,
@@ -601,12 +618,24 @@ async fn a_whole_call_goes_through_sealed_jobs_and_survives_a_restart() {
         "{t}"
     );
 
-    // A replayed envelope (an earlier message_id under the next job) is refused.
-    let (mut replay, _) = p.result(&job2, &json!({"insight": "x"}));
-    replay["output"]["envelope"] = serde_json::to_value(&env).unwrap();
-    replay["output"]["envelope"]["correlation_id"] = job2["job_id"].clone();
-    let (s, _) = p.post_result(&app, &job2, &replay).await;
-    assert!(s == 400 || s == 409, "{s}");
+    // A replayed envelope (the first result's message_id again, sealed properly for this
+    // job) is refused by the replay guard; an envelope of another job does not fit.
+    let input_env = Envelope::from_value(&job2["payload"]["envelope"]).unwrap();
+    let reused = p.seal_id(
+        &env.message_id,
+        &input_env.session_id,
+        &input_env.correlation_id,
+        "reasoning_output",
+        br#"{"insight":"replayed"}"#,
+    );
+    let (mut replay, _) = p.result(&job2, &json!({}));
+    replay["output"]["envelope"] = serde_json::to_value(&reused).unwrap();
+    let (s, v) = p.post_result(&app, &job2, &replay).await;
+    assert_eq!(s, 409, "{v}");
+    assert_eq!(v["error"], "replayed_envelope");
+    let (mut other, _) = p.result(&job2, &json!({}));
+    other["output"]["envelope"] = serde_json::to_value(&env).unwrap();
+    assert_eq!(p.post_result(&app, &job2, &other).await.0, 400);
 
     // "Nothing worth surfacing" shows nothing.
     let (body2, _) = p.result(&job2, &json!({"insight": null}));

@@ -34,7 +34,12 @@ fn byo(api: &ApiState) -> Result<ByoKind, ApiError> {
     kind.as_any()
         .and_then(|a| a.downcast_ref::<ByoKind>())
         .cloned()
-        .ok_or_else(|| ApiError::from(KindError::internal("kind_not_available", "byo kind missing")))
+        .ok_or_else(|| {
+            ApiError::from(KindError::internal(
+                "kind_not_available",
+                "byo kind missing",
+            ))
+        })
 }
 
 #[derive(Serialize, ToSchema)]
@@ -81,5 +86,8 @@ async fn probe(State(api): St) -> ApiResult {
     responses((status = 202, body = JobStarted), (status = 409, body = ErrorDoc, description = "`not_paired`")))]
 async fn test(State(api): St) -> ApiResult {
     let id = byo(&api)?.test_connection().await?;
-    Ok(Reply::new(StatusCode::ACCEPTED, json!({"test_id": id, "job_id": id})))
+    Ok(Reply::new(
+        StatusCode::ACCEPTED,
+        json!({"test_id": id, "job_id": id}),
+    ))
 }

@@ -15,8 +15,8 @@
 //! the body extractor). The OpenAPI document is generated from the same route table and types
 //! and served at `GET /api/openapi.json`.
 
-pub mod common;
 mod byo;
+pub mod common;
 mod hub_sessions;
 mod permissions;
 mod routes;

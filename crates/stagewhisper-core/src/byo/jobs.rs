@@ -3,10 +3,10 @@
 //! conversation's writer is not involved); every state change is one statement, so a restart
 //! finds each job either before or after it.
 
+use crate::store::Store;
 use serde_json::Value;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Row, SqlitePool};
-use std::path::Path;
 use std::time::Duration;
 
 /// What a job is for.
@@ -92,21 +92,28 @@ fn job(r: &sqlx::sqlite::SqliteRow) -> Job {
 #[derive(Clone)]
 pub struct Jobs {
     pool: SqlitePool,
+    /// Told of every write (the store checkpoints the WAL; auto-checkpoints are off).
+    store: Store,
 }
 
 impl Jobs {
     /// Opens a pool on the app's database (already migrated by the store).
-    pub async fn open(db: &Path) -> Result<Jobs, JobsError> {
+    pub async fn open(store: &Store) -> Result<Jobs, JobsError> {
         let opts = SqliteConnectOptions::new()
-            .filename(db)
+            .filename(store.path())
             .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10))
+            .pragma("wal_autocheckpoint", "0")
             .log_statements(tracing::log::LevelFilter::Trace);
         let pool = SqlitePoolOptions::new()
             .max_connections(2)
             .connect_with(opts)
             .await?;
-        Ok(Jobs { pool })
+        Ok(Jobs {
+            pool,
+            store: store.clone(),
+        })
     }
 
     /// Inserts a job; `false` when its id or source task id is already there.
@@ -127,6 +134,7 @@ impl Jobs {
         .bind(j.event)
         .execute(&self.pool)
         .await?;
+        self.store.committed();
         Ok(r.rows_affected() == 1)
     }
 
@@ -191,10 +199,13 @@ impl Jobs {
     }
 
     pub async fn mark_dispatched(&self, job_id: &str) -> Result<(), JobsError> {
-        sqlx::query("UPDATE byo_jobs SET state = 'dispatched' WHERE job_id = ? AND state = 'queued'")
-            .bind(job_id)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "UPDATE byo_jobs SET state = 'dispatched' WHERE job_id = ? AND state = 'queued'",
+        )
+        .bind(job_id)
+        .execute(&self.pool)
+        .await?;
+        self.store.committed();
         Ok(())
     }
 
@@ -219,6 +230,7 @@ impl Jobs {
         .bind(job_id)
         .execute(&self.pool)
         .await?;
+        self.store.committed();
         Ok(r.rows_affected() == 1)
     }
 
@@ -227,6 +239,7 @@ impl Jobs {
             .bind(job_id)
             .execute(&self.pool)
             .await?;
+        self.store.committed();
         Ok(())
     }
 
@@ -236,6 +249,7 @@ impl Jobs {
             .bind(job_id)
             .execute(&self.pool)
             .await?;
+        self.store.committed();
         Ok(())
     }
 
@@ -245,12 +259,15 @@ impl Jobs {
         reply_id: &str,
         partial: &str,
     ) -> Result<(), JobsError> {
-        sqlx::query("UPDATE byo_jobs SET reply_id = COALESCE(reply_id, ?), partial = ? WHERE job_id = ?")
-            .bind(reply_id)
-            .bind(partial)
-            .bind(job_id)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "UPDATE byo_jobs SET reply_id = COALESCE(reply_id, ?), partial = ? WHERE job_id = ?",
+        )
+        .bind(reply_id)
+        .bind(partial)
+        .bind(job_id)
+        .execute(&self.pool)
+        .await?;
+        self.store.committed();
         Ok(())
     }
 
@@ -265,6 +282,7 @@ impl Jobs {
         .bind(now_ms)
         .execute(&self.pool)
         .await?;
+        self.store.committed();
         Ok(())
     }
 
@@ -290,6 +308,7 @@ impl Jobs {
         .bind(occurred_at)
         .execute(&self.pool)
         .await?;
+        self.store.committed();
         Ok(r.rows_affected() == 1)
     }
 
@@ -386,18 +405,19 @@ impl Jobs {
                 .await?;
         }
         tx.commit().await?;
+        self.store.committed();
         Ok(())
     }
 
     /// Counts jobs by state for one purpose (tests and the view).
     pub async fn count(&self, purpose: &str, state: &str) -> Result<i64, JobsError> {
-        Ok(sqlx::query_scalar(
-            "SELECT COUNT(*) FROM byo_jobs WHERE purpose = ? AND state = ?",
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) FROM byo_jobs WHERE purpose = ? AND state = ?")
+                .bind(purpose)
+                .bind(state)
+                .fetch_one(&self.pool)
+                .await?,
         )
-        .bind(purpose)
-        .bind(state)
-        .fetch_one(&self.pool)
-        .await?)
     }
 
     /// A call's turns are no longer needed (the session was deleted).
@@ -406,6 +426,7 @@ impl Jobs {
             .bind(call_id)
             .execute(&self.pool)
             .await?;
+        self.store.committed();
         Ok(())
     }
 }

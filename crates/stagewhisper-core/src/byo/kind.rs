@@ -104,7 +104,10 @@ fn paired_from(i: Integration) -> Option<Arc<Paired>> {
     let keys = match KeyPair::from_secret_b64(&i.desktop_secret) {
         Ok(k) => k,
         Err(e) => {
-            tracing::error!(code = e.code(), "the paired BYO integration's key is unreadable");
+            tracing::error!(
+                code = e.code(),
+                "the paired BYO integration's key is unreadable"
+            );
             return None;
         }
     };
@@ -170,10 +173,10 @@ impl ByoKind {
     }
 
     pub(crate) async fn jobs(&self) -> Result<&Jobs, KindError> {
-        let path = self.inner.ctx.conversation.store().path().to_path_buf();
+        let store = self.inner.ctx.conversation.store();
         self.inner
             .jobs
-            .get_or_try_init(|| async move { Jobs::open(&path).await })
+            .get_or_try_init(|| Jobs::open(store))
             .await
             .map_err(|e| KindError::internal("storage_unavailable", e.to_string()))
     }
@@ -212,9 +215,8 @@ impl ByoKind {
         let now = self.now_ms();
         let code = Code::generate(now);
         let shown = code.display();
-        let expires_at = fmt_time(
-            chrono::DateTime::from_timestamp_millis(code.expires_ms).unwrap_or_default(),
-        );
+        let expires_at =
+            fmt_time(chrono::DateTime::from_timestamp_millis(code.expires_ms).unwrap_or_default());
         *self.inner.code.lock().expect("code lock") = Some(code);
         let api_url = self.inner.ctx.callback.url();
         let hermes = format!("stagewhisper-hermes pair --code {shown} --api-url {api_url}");
@@ -234,9 +236,9 @@ impl ByoKind {
         let now = self.now_ms();
         let typed = pairing::normalise(typed);
         let mut slot = self.inner.code.lock().expect("code lock");
-        let ok = slot.as_ref().is_some_and(|c| {
-            c.expires_ms > now && crate::tokens::secret_eq(&c.code, &typed)
-        });
+        let ok = slot
+            .as_ref()
+            .is_some_and(|c| c.expires_ms > now && crate::tokens::secret_eq(&c.code, &typed));
         if ok {
             *slot = None;
         }
@@ -295,11 +297,17 @@ impl ByoKind {
         let (tx, rx) = mpsc::unbounded_channel();
         let stop = Arc::new(Notify::new());
         let generation = self.inner.generation.fetch_add(1, Ordering::SeqCst) + 1;
-        if let Some(old) = self.inner.stream.lock().expect("stream lock").replace(Subscriber {
-            generation,
-            tx: tx.clone(),
-            stop: stop.clone(),
-        }) {
+        if let Some(old) = self
+            .inner
+            .stream
+            .lock()
+            .expect("stream lock")
+            .replace(Subscriber {
+                generation,
+                tx: tx.clone(),
+                stop: stop.clone(),
+            })
+        {
             old.stop.notify_one();
         }
         self.inner.live.lock().expect("live lock").stream_opened_ms = Some(self.now_ms());
@@ -388,7 +396,10 @@ impl ByoKind {
             );
         };
         if live.heartbeat_status.as_deref() == Some("disconnected") {
-            return ("offline", format!("{who} reported that it is shutting down."));
+            return (
+                "offline",
+                format!("{who} reported that it is shutting down."),
+            );
         }
         let fresh = live.last_heartbeat_ms.unwrap_or(opened).max(opened);
         if now - fresh > HEARTBEAT_STALE_MS {
@@ -479,6 +490,7 @@ impl ByoKind {
     // ---- jobs ----
 
     /// Builds a reasoning-job event (payload sealed unless `plain`).
+    #[allow(clippy::too_many_arguments)]
     fn job_event(
         &self,
         p: &Paired,
@@ -528,15 +540,24 @@ impl ByoKind {
     pub async fn probe(&self, force: bool) -> Result<String, KindError> {
         let p = self.paired().ok_or_else(not_paired)?;
         let jobs = self.jobs().await?;
-        if !force && jobs.count(jobs::PROBE, "queued").await.unwrap_or(0)
-            + jobs.count(jobs::PROBE, "dispatched").await.unwrap_or(0)
-            > 0
+        if !force
+            && jobs.count(jobs::PROBE, "queued").await.unwrap_or(0)
+                + jobs.count(jobs::PROBE, "dispatched").await.unwrap_or(0)
+                > 0
         {
             return Ok(String::new());
         }
         let job_id = uuid::Uuid::new_v4().to_string();
         let deadline = self.now_ms() + PROBE_DEADLINE_MS;
-        let ev = self.job_event(&p, &job_id, jobs::PROBE, "probe", deadline, &schema::probe_payload(), true)?;
+        let ev = self.job_event(
+            &p,
+            &job_id,
+            jobs::PROBE,
+            "probe",
+            deadline,
+            &schema::probe_payload(),
+            true,
+        )?;
         self.insert_and_push(&NewJob {
             job_id: &job_id,
             purpose: jobs::PROBE,
@@ -601,7 +622,9 @@ impl ByoKind {
 
     /// Starts the next live-analysis job of a call when none is in flight and turns wait.
     pub(crate) async fn schedule_live(&self, call_id: &str) -> Result<(), KindError> {
-        let Some(p) = self.paired() else { return Ok(()) };
+        let Some(p) = self.paired() else {
+            return Ok(());
+        };
         let _one = self.inner.schedule.lock().await;
         let jobs = self.jobs().await?;
         let insights = format!("insights:{call_id}");
@@ -626,7 +649,15 @@ impl ByoKind {
         let payload = schema::live_payload(&framing, &lines, waiting.len());
         let job_id = uuid::Uuid::new_v4().to_string();
         let deadline = self.now_ms() + LIVE_DEADLINE_MS;
-        let ev = self.job_event(&p, &job_id, jobs::LIVE, &insights, deadline, &payload, false)?;
+        let ev = self.job_event(
+            &p,
+            &job_id,
+            jobs::LIVE,
+            &insights,
+            deadline,
+            &payload,
+            false,
+        )?;
         let ids: Vec<String> = waiting.iter().map(|t| t.task_id.clone()).collect();
         jobs.insert_live(
             &NewJob {
@@ -683,7 +714,10 @@ impl ByoKind {
     }
 
     fn callback_for(&self, job: &Job) -> Option<Callback> {
-        let result: Option<Value> = job.result.as_deref().and_then(|r| serde_json::from_str(r).ok());
+        let result: Option<Value> = job
+            .result
+            .as_deref()
+            .and_then(|r| serde_json::from_str(r).ok());
         if job.purpose == jobs::PROBE {
             if job.state == "completed" {
                 let mut profile = result.unwrap_or(Value::Null);
@@ -701,7 +735,10 @@ impl ByoKind {
         let session = job.app_session.clone()?;
         let task_id = match job.purpose.as_str() {
             jobs::LIVE => job.anchor.clone()?,
-            _ => job.source_task_id.clone().unwrap_or_else(|| job.job_id.clone()),
+            _ => job
+                .source_task_id
+                .clone()
+                .unwrap_or_else(|| job.job_id.clone()),
         };
         let mut cb = Callback::new(task_id, session, Status::Message);
         cb.occurred_at = Some(self.inner.ctx.clock.now());
@@ -767,7 +804,9 @@ impl ByoKind {
     }
 
     async fn catch_up(&self) -> bool {
-        let Ok(jobs) = self.jobs().await else { return false };
+        let Ok(jobs) = self.jobs().await else {
+            return false;
+        };
         if let Ok(list) = jobs.unapplied().await {
             for j in list {
                 self.apply(&j).await;
@@ -830,7 +869,15 @@ impl ByoKind {
                 let payload = schema::summary_payload(title.as_deref(), &lines);
                 let job_id = uuid::Uuid::new_v4().to_string();
                 let deadline = self.now_ms() + SUMMARY_DEADLINE_MS;
-                let ev = self.job_event(&p, &job_id, jobs::SUMMARY, call_id, deadline, &payload, false)?;
+                let ev = self.job_event(
+                    &p,
+                    &job_id,
+                    jobs::SUMMARY,
+                    call_id,
+                    deadline,
+                    &payload,
+                    false,
+                )?;
                 self.insert_and_push(&NewJob {
                     job_id: &job_id,
                     purpose: jobs::SUMMARY,
@@ -941,7 +988,12 @@ impl AssistantKind for ByoKind {
                         format!("unknown field `{k}` (the byo kind takes no settings: pair it with POST /api/assistant/pairing)"),
                     ));
                 }
-                _ => return Err(KindError::bad("invalid_json", "the body must be a JSON object")),
+                _ => {
+                    return Err(KindError::bad(
+                        "invalid_json",
+                        "the body must be a JSON object",
+                    ))
+                }
             }
             self.inner.ctx.save_settings(KIND, &json!({}))?;
             self.jobs().await?;

@@ -10,6 +10,9 @@
 //! before (replay), plaintext where a sealed answer is due, and results for a job that already
 //! timed out (`job_expired`, 409).
 
+// A refusal is the answer itself (`Err(Resp)`), built once and returned as is.
+#![allow(clippy::result_large_err)]
+
 use super::crypto::{Dialect, Envelope, ROLE_PLUGIN};
 use super::jobs::{self, Job};
 use super::kind::ByoKind;
@@ -102,7 +105,11 @@ impl Relay {
         }
         // Everything else: the relay token.
         let Some(paired) = self.kind.paired() else {
-            return detail(StatusCode::UNAUTHORIZED, "not_paired", "this integration is not paired (or was unpaired)");
+            return detail(
+                StatusCode::UNAUTHORIZED,
+                "not_paired",
+                "this integration is not paired (or was unpaired)",
+            );
         };
         let now = self.kind.now_ms();
         let presented = bearer(
@@ -117,7 +124,11 @@ impl Relay {
             }
             self.kind.inner.token_guard.record_failure(now);
             tracing::warn!("BYO relay request with a missing or wrong relay token");
-            return detail(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong relay token");
+            return detail(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "missing or wrong relay token",
+            );
         }
         if let Some(c) = parts.extensions.get::<Connection>() {
             c.mark_trusted();
@@ -127,8 +138,13 @@ impl Relay {
             if body.iter().all(|b| b.is_ascii_whitespace()) {
                 return Ok(json!({}));
             }
-            serde_json::from_slice(&body)
-                .map_err(|e| detail(StatusCode::BAD_REQUEST, "invalid_json", &format!("the body is not JSON: {e}")))
+            serde_json::from_slice(&body).map_err(|e| {
+                detail(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_json",
+                    &format!("the body is not JSON: {e}"),
+                )
+            })
         };
         match (m.clone(), seg.as_slice()) {
             (Method::GET, ["integrations", id, "stream"]) if integration_ok(id) => {
@@ -148,7 +164,8 @@ impl Relay {
                     Err(r) => return r,
                 };
                 let test_id = b["test_id"].as_str().unwrap_or("");
-                self.kind.test_replied(test_id, b["content"].as_str().unwrap_or(""));
+                self.kind
+                    .test_replied(test_id, b["content"].as_str().unwrap_or(""));
                 if let Ok(jobs) = self.kind.jobs().await {
                     let _ = jobs
                         .finish(test_id, "completed", Some(&b["content"]), None, now)
@@ -157,9 +174,11 @@ impl Relay {
                 }
                 ok(json!({"ok": true}))
             }
-            (_, ["integrations", _, ..]) => {
-                detail(StatusCode::NOT_FOUND, "unknown_integration", "no such integration")
-            }
+            (_, ["integrations", _, ..]) => detail(
+                StatusCode::NOT_FOUND,
+                "unknown_integration",
+                "no such integration",
+            ),
             (Method::GET, ["reasoning-jobs", job_id]) => self.fetch_job(job_id).await,
             (Method::POST, ["reasoning-jobs", job_id, "complete"]) => {
                 let b = match json_body() {
@@ -181,9 +200,7 @@ impl Relay {
                 };
                 self.chat_reply(id, &b, paired.integration.dialect()).await
             }
-            (Method::POST, ["chat", "messages", id, "reply", "start"]) => {
-                self.chat_start(id).await
-            }
+            (Method::POST, ["chat", "messages", id, "reply", "start"]) => self.chat_start(id).await,
             (Method::POST, ["chat", "messages", id, "reply", step @ ("delta" | "complete")]) => {
                 let b = match json_body() {
                     Ok(b) => b,
@@ -206,7 +223,11 @@ impl Relay {
         let b: Value = match serde_json::from_slice(body) {
             Ok(v) => v,
             Err(_) => {
-                return detail(StatusCode::BAD_REQUEST, "invalid_json", "the body must be JSON {pairing_code, host_label, plugin_public_key}")
+                return detail(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_json",
+                    "the body must be JSON {pairing_code, host_label, plugin_public_key}",
+                )
             }
         };
         let code = b["pairing_code"].as_str().unwrap_or("");
@@ -216,14 +237,27 @@ impl Relay {
             }
             self.kind.inner.pair_guard.record_failure(now);
             tracing::warn!("BYO pairing with a wrong, expired or used code");
-            return detail(StatusCode::BAD_REQUEST, "invalid_pairing_code", "invalid or expired pairing code");
+            return detail(
+                StatusCode::BAD_REQUEST,
+                "invalid_pairing_code",
+                "invalid or expired pairing code",
+            );
         }
         let Some(public) = b["plugin_public_key"].as_str() else {
-            return detail(StatusCode::BAD_REQUEST, "missing_field", "plugin_public_key is required");
+            return detail(
+                StatusCode::BAD_REQUEST,
+                "missing_field",
+                "plugin_public_key is required",
+            );
         };
         let host_label = b["host_label"]
             .as_str()
-            .map(|s| s.chars().filter(|c| !c.is_control()).take(80).collect::<String>())
+            .map(|s| {
+                s.chars()
+                    .filter(|c| !c.is_control())
+                    .take(80)
+                    .collect::<String>()
+            })
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| "assistant".to_string());
         let (integration, keys) =
@@ -257,11 +291,7 @@ impl Relay {
                 .map(|s| s.tx.clone())
         };
         if let Some(tx) = tx {
-            tokio::spawn(keepalive(
-                tx,
-                stop,
-                self.kind.inner.ctx.shutdown.clone(),
-            ));
+            tokio::spawn(keepalive(tx, stop, self.kind.inner.ctx.shutdown.clone()));
         }
         let kind = self.kind.clone();
         let body = SseBody {
@@ -285,7 +315,8 @@ impl Relay {
             Ok(Some(j)) if j.event.is_some() && j.purpose != jobs::CHAT => {
                 crate::http::json_response(
                     StatusCode::OK,
-                    &serde_json::from_str(j.event.as_deref().unwrap_or("{}")).unwrap_or(Value::Null),
+                    &serde_json::from_str(j.event.as_deref().unwrap_or("{}"))
+                        .unwrap_or(Value::Null),
                 )
             }
             Ok(_) => detail(StatusCode::NOT_FOUND, "unknown_job", "no such job"),
@@ -294,9 +325,18 @@ impl Relay {
     }
 
     /// Opens a plugin envelope for `job`, refusing replays.
-    async fn open(&self, env: &Value, dialect: Dialect, correlation: &str) -> Result<Vec<u8>, Resp> {
+    async fn open(
+        &self,
+        env: &Value,
+        dialect: Dialect,
+        correlation: &str,
+    ) -> Result<Vec<u8>, Resp> {
         let env = Envelope::from_value(env).map_err(|e| {
-            detail(StatusCode::BAD_REQUEST, e.code(), &format!("the envelope is not valid: {e}"))
+            detail(
+                StatusCode::BAD_REQUEST,
+                e.code(),
+                &format!("the envelope is not valid: {e}"),
+            )
         })?;
         if env.correlation_id != correlation {
             return Err(detail(
@@ -306,21 +346,37 @@ impl Relay {
             ));
         }
         if env.sender_role != ROLE_PLUGIN {
-            return Err(detail(StatusCode::BAD_REQUEST, "bad_sender_role", "the envelope was not sealed by the plugin"));
+            return Err(detail(
+                StatusCode::BAD_REQUEST,
+                "bad_sender_role",
+                "the envelope was not sealed by the plugin",
+            ));
         }
         let p = self.kind.paired().ok_or_else(|| {
-            detail(StatusCode::UNAUTHORIZED, "not_paired", "this integration is not paired")
+            detail(
+                StatusCode::UNAUTHORIZED,
+                "not_paired",
+                "this integration is not paired",
+            )
         })?;
         let plain = p.key.open(&env, dialect).map_err(|e| {
             tracing::warn!(code = e.code(), "BYO envelope refused");
-            detail(StatusCode::BAD_REQUEST, e.code(), &format!("the envelope does not open: {e}"))
+            detail(
+                StatusCode::BAD_REQUEST,
+                e.code(),
+                &format!("the envelope does not open: {e}"),
+            )
         })?;
         if let Err(code) = self.kind.accept_once(&env.message_id).await {
             tracing::warn!(code, "BYO envelope refused by the replay guard");
             return Err(if code == "replay_guard_unavailable" {
                 db(code)
             } else {
-                detail(StatusCode::CONFLICT, "replayed_envelope", "this envelope was received before")
+                detail(
+                    StatusCode::CONFLICT,
+                    "replayed_envelope",
+                    "this envelope was received before",
+                )
             });
         }
         Ok(plain)
@@ -349,7 +405,11 @@ impl Relay {
             return r;
         }
         if corr.is_some_and(|c| c != job.correlation_id) {
-            return detail(StatusCode::BAD_REQUEST, "correlation_mismatch", "X-Correlation-ID is not this job's");
+            return detail(
+                StatusCode::BAD_REQUEST,
+                "correlation_mismatch",
+                "X-Correlation-ID is not this job's",
+            );
         }
         let status = b["status"].as_str().unwrap_or("");
         let now = self.kind.now_ms();
@@ -357,7 +417,10 @@ impl Relay {
             "completed" => {
                 let output = &b["output"];
                 let value = if output["byo_encrypted"] == true {
-                    match self.open(&output["envelope"], dialect, &job.correlation_id).await {
+                    match self
+                        .open(&output["envelope"], dialect, &job.correlation_id)
+                        .await
+                    {
                         Ok(plain) => match serde_json::from_slice::<Value>(&plain) {
                             Ok(v) => Ok(v),
                             Err(_) => Err(("response_parse_error".to_string(), String::new())),
@@ -387,7 +450,11 @@ impl Relay {
                 (status, None, Some((code, msg)))
             }
             _ => {
-                return detail(StatusCode::BAD_REQUEST, "invalid_status", "status must be completed, failed or timed_out")
+                return detail(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_status",
+                    "status must be completed, failed or timed_out",
+                )
             }
         };
         let err = error.as_ref().map(|(c, m)| (c.as_str(), m.as_str()));
@@ -433,26 +500,47 @@ impl Relay {
             Ok(Some(j)) if j.purpose == jobs::CHAT => Ok(j),
             Ok(_) => match jobs.by_reply_id(id).await {
                 Ok(Some(j)) => Ok(j),
-                Ok(None) => Err(detail(StatusCode::NOT_FOUND, "unknown_message", "no such chat message")),
+                Ok(None) => Err(detail(
+                    StatusCode::NOT_FOUND,
+                    "unknown_message",
+                    "no such chat message",
+                )),
                 Err(e) => Err(db(e)),
             },
             Err(e) => Err(db(e)),
         }
     }
 
-    async fn store_chat(&self, job: &Job, state: &str, text: Option<&str>, error: Option<(&str, &str)>) -> Resp {
+    async fn store_chat(
+        &self,
+        job: &Job,
+        state: &str,
+        text: Option<&str>,
+        error: Option<(&str, &str)>,
+    ) -> Resp {
         let jobs = match self.kind.jobs().await {
             Ok(j) => j,
             Err(e) => return db(e),
         };
         let result = text.map(|t| json!(t));
-        match jobs.finish(&job.job_id, state, result.as_ref(), error, self.kind.now_ms()).await {
+        match jobs
+            .finish(
+                &job.job_id,
+                state,
+                result.as_ref(),
+                error,
+                self.kind.now_ms(),
+            )
+            .await
+        {
             Ok(true) => {
                 if let Ok(Some(j)) = jobs.get(&job.job_id).await {
                     let kind = self.kind.clone();
                     tokio::spawn(async move { kind.apply(&j).await });
                 }
-                ok(json!({"ok": true, "id": job.reply_id.clone().unwrap_or_else(|| format!("byo-{}", job.job_id))}))
+                ok(
+                    json!({"ok": true, "id": job.reply_id.clone().unwrap_or_else(|| format!("byo-{}", job.job_id))}),
+                )
             }
             Ok(false) => ok(json!({"ok": true, "duplicate": true})),
             Err(e) => db(e),
@@ -474,17 +562,29 @@ impl Relay {
         if status == "errored" {
             let code = b["error_code"].as_str().unwrap_or("errored");
             let msg = b["error_message"].as_str().unwrap_or("");
-            return self.store_chat(&job, "failed", None, Some((code, msg))).await;
+            return self
+                .store_chat(&job, "failed", None, Some((code, msg)))
+                .await;
         }
         let env: Value = match &b["content"] {
             Value::String(s) => match serde_json::from_str(s) {
                 Ok(v) => v,
                 Err(_) => {
-                    return detail(StatusCode::BAD_REQUEST, "plaintext_refused", "a chat reply must be a sealed envelope")
+                    return detail(
+                        StatusCode::BAD_REQUEST,
+                        "plaintext_refused",
+                        "a chat reply must be a sealed envelope",
+                    )
                 }
             },
             v @ Value::Object(_) => v.clone(),
-            _ => return detail(StatusCode::BAD_REQUEST, "missing_field", "content is required"),
+            _ => {
+                return detail(
+                    StatusCode::BAD_REQUEST,
+                    "missing_field",
+                    "content is required",
+                )
+            }
         };
         let corr = format!("chat-reply:{}", job.job_id);
         let plain = match self.open(&env, dialect, &corr).await {
@@ -506,7 +606,10 @@ impl Relay {
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         if let Ok(jobs) = self.kind.jobs().await {
-            if let Err(e) = jobs.set_reply(&job.job_id, &reply_id, job.partial.as_deref().unwrap_or("")).await {
+            if let Err(e) = jobs
+                .set_reply(&job.job_id, &reply_id, job.partial.as_deref().unwrap_or(""))
+                .await
+            {
                 return db(e);
             }
         }
@@ -542,11 +645,15 @@ impl Relay {
         if status != "completed" {
             let code = b["error_code"].as_str().unwrap_or(status);
             let msg = b["error_message"].as_str().unwrap_or("");
-            return self.store_chat(&job, "failed", None, Some((code, msg))).await;
+            return self
+                .store_chat(&job, "failed", None, Some((code, msg)))
+                .await;
         }
         let text = b["content"].as_str().map(str::to_string).unwrap_or(partial);
         if text.trim().is_empty() {
-            return self.store_chat(&job, "failed", None, Some(("no_reply", ""))).await;
+            return self
+                .store_chat(&job, "failed", None, Some(("no_reply", "")))
+                .await;
         }
         self.store_chat(&job, "completed", Some(&text), None).await
     }
@@ -564,15 +671,25 @@ fn answered(job: &Job) -> Option<Resp> {
             "the job's deadline passed; its result is no longer accepted",
         ));
     }
-    Some(ok(json!({"ok": true, "job_id": job.job_id, "duplicate": true})))
+    Some(ok(
+        json!({"ok": true, "job_id": job.job_id, "duplicate": true}),
+    ))
 }
 
 fn method_not_allowed() -> Resp {
-    detail(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "use POST")
+    detail(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "use POST",
+    )
 }
 
 /// Keepalive comments until the stream is stopped (unpaired, replaced) or the app stops.
-async fn keepalive(tx: mpsc::UnboundedSender<Bytes>, stop: Arc<Notify>, shutdown: crate::http::Shutdown) {
+async fn keepalive(
+    tx: mpsc::UnboundedSender<Bytes>,
+    stop: Arc<Notify>,
+    shutdown: crate::http::Shutdown,
+) {
     let _ = tx.send(Bytes::from_static(b": connected\n\n"));
     loop {
         tokio::select! {

@@ -169,7 +169,11 @@ mod tests {
             insight_text(&json!({"insight": " Ask for the budget. "})).as_deref(),
             Some("Ask for the budget.")
         );
-        for nothing in [json!({"insight": null}), json!({"insight": ""}), json!({"insight": "None."})] {
+        for nothing in [
+            json!({"insight": null}),
+            json!({"insight": ""}),
+            json!({"insight": "None."}),
+        ] {
             assert_eq!(insight_text(&nothing), None, "{nothing}");
         }
     }
@@ -182,7 +186,14 @@ mod tests {
         let p = summary_payload(Some("Acme"), &lines);
         let t = p["transcript"].as_str().unwrap();
         assert!(t.chars().count() <= MAX_SUMMARY_CHARS + 40);
-        assert!(t.ends_with("A: line 9999") && t.starts_with('['), "{}", &t[..40]);
-        assert!(p["system_instruction"].as_str().unwrap().contains("\"Acme\""));
+        assert!(
+            t.ends_with("A: line 9999") && t.starts_with('['),
+            "{}",
+            &t[..40]
+        );
+        assert!(p["system_instruction"]
+            .as_str()
+            .unwrap()
+            .contains("\"Acme\""));
     }
 }
