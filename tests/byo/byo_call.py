@@ -27,6 +27,8 @@ The app is driven only through its control API, as the UI does. Per plugin:
  11. DELETE /api/assistant -> the plugin's next requests get 401
 Ends with "N passed, M failed" (one line per step above, per plugin); exit 1 on any failure.
 SW_BYO_KEEP=1 keeps the temp dirs and logs; on a failure the app's and plugin's logs are dumped.
+SW_BYO_LATENCY_TURNS=N adds a benchmark step (not a test): N final turns one at a time, the
+time from each POST to its insight in the list, p50 / p99.
 """
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ TURN = float(os.environ.get("SW_BYO_TURN_TIMEOUT", "90"))
 ONLINE = float(os.environ.get("SW_BYO_ONLINE_TIMEOUT", "240"))
 STUB_MODEL_ID = interop_peers.STUB_MODEL_ID
 ALL_PLUGINS = ("hermes", "openclaw", "openclaw-2026.9")
+LATENCY_TURNS = int(os.environ.get("SW_BYO_LATENCY_TURNS", "0"))
 
 # What the call says (must never cross the plugin <-> app wire in clear).
 TURNS = [("Client", "Our procurement board meets on the fourteenth of March."),
@@ -520,6 +523,27 @@ def run_plugin(name: str, stub: ByoStubServer, results: Results) -> None:
                            timeout=TURN)
             return f"{len(got)} insight(s): {got[0]['text'][:100]!r}"
 
+        def latency() -> str:
+            """Benchmark, not a test (SW_BYO_LATENCY_TURNS=N): one final turn at a time, the
+            time until its insight is listed (what the Insights tab shows), p50 / p99."""
+            call = ctx["call"]
+            times = []
+            for i in range(LATENCY_TURNS):
+                before = len(app.insights(call))
+                t0 = time.monotonic()
+                st, v = app.api("POST", f"/api/calls/{call}/transcript",
+                                {"speaker": "Client", "text": f"Latency probe number {i}: the budget is fixed.",
+                                 "is_final": True})
+                assert st == 201, (st, v)
+                wait_for(f"the insight of turn {i}", lambda: len(app.insights(call)) > before, timeout=TURN,
+                         every=0.02)
+                times.append(time.monotonic() - t0)
+            times.sort()
+            p50 = times[len(times) // 2]
+            p99 = times[min(len(times) - 1, int(round(0.99 * (len(times) - 1))))]
+            return f"turn -> insight over {len(times)} turns: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, " \
+                   f"max {times[-1] * 1000:.0f} ms"
+
         def chat() -> str:
             chat_id = app.ok("POST", "/api/sessions", {"title": f"byo chat {name}"}, 201)["session_id"]
             user = app.ok("POST", f"/api/sessions/{chat_id}/messages", {"text": CHAT}, 201)
@@ -576,6 +600,8 @@ def run_plugin(name: str, stub: ByoStubServer, results: Results) -> None:
         step("model name shown (from the heartbeat)", model_name, needs=False)
         step("capability profile shown", capabilities)
         step("transcript turns -> insight", insights)
+        if LATENCY_TURNS:
+            step("benchmark: final turn -> insight latency", latency, needs=False)
         step("chat message -> assistant reply", chat, needs=False)
         step("end call -> summary message", summary, needs=False)
         step("wire check: no clear text between plugin and app", wire, needs=False)
