@@ -6,6 +6,9 @@
 APT_BUILD_HEADLESS=(pkg-config build-essential)
 APT_BUILD=("${APT_BUILD_HEADLESS[@]}" libwebkit2gtk-4.1-dev)
 APT_TEST=(chromium xvfb xauth webkit2gtk-driver imagemagick)
+# The desktop window test (tests/window/desktop.py): key presses and window state (xdotool,
+# x11-utils), a private session bus with a notification server (dbus, python3-dbus/-gi).
+APT_TEST+=(xdotool x11-utils dbus-daemon dbus-bin python3-dbus python3-gi)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

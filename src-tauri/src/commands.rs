@@ -7,8 +7,10 @@
 //!   `Host` check: `call` marks the request in-process, which stands in for those HTTP-only
 //!   checks (the IPC only reaches the app's own window, see the capability in
 //!   `tauri.conf.json`).
-//! - `invoke('events_since', {after})` → `[event]`: every event of the log after the cursor
-//!   `after`, oldest first, each the JSON object of an SSE `data:` line.
+//! - `invoke('events_since', {after, limit?})` → `[event]`: the events of the log after the cursor
+//!   `after`, oldest first, each the JSON object of an SSE `data:` line; with `limit`, at most
+//!   that many (one page: the UI asks again from the last one while a page comes back full, so a
+//!   long catch-up never travels as one answer), without it every one.
 //!
 //! No rules here: the logic sits on [`Shell`] (plain async methods, testable without a window).
 
@@ -50,13 +52,14 @@ impl ApiReply {
 }
 
 impl Shell {
-    /// One control API request. `path` may carry a query string (ignored, as the routes take
-    /// none); `body` is the JSON request body (`None`/`null` = no body).
+    /// One control API request. `path` may carry a query string (the routes that take one read
+    /// it: search, export, message pages); `body` is the JSON request body (`None`/`null` = no
+    /// body). A text answer (an export as Markdown) comes back as a JSON string.
     pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> ApiReply {
         let Ok(method) = Method::from_bytes(method.to_ascii_uppercase().as_bytes()) else {
             return ApiReply::error(400, "invalid_method", "not an HTTP method");
         };
-        let path = path.split(['?', '#']).next().unwrap_or_default();
+        let path = path.split('#').next().unwrap_or_default();
         // Like the HTTP listener: only POST/PUT/PATCH carry a body.
         let bytes = match body {
             Some(v)
@@ -79,6 +82,21 @@ impl Shell {
     /// Every event after the cursor `after`, oldest first.
     pub async fn events_since(&self, after: i64) -> Result<Vec<Value>, StoreError> {
         self.events_since_paged(after, PAGE).await
+    }
+
+    /// At most `limit` (1 to the page size) events after the cursor `after`, oldest first.
+    pub async fn events_page(&self, after: i64, limit: i64) -> Result<Vec<Value>, StoreError> {
+        let rows = self
+            .store
+            .events_after(after.max(0), limit.clamp(1, PAGE))
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, data)| {
+                let e = Event::from_stored(id, &data);
+                serde_json::from_str(&e.json).unwrap_or(Value::Null)
+            })
+            .collect())
     }
 
     async fn events_since_paged(&self, after: i64, page: i64) -> Result<Vec<Value>, StoreError> {
@@ -113,8 +131,13 @@ pub async fn api(
 pub async fn events_since(
     shell: tauri::State<'_, Shell>,
     after: i64,
+    limit: Option<i64>,
 ) -> Result<Vec<Value>, String> {
-    shell.events_since(after).await.map_err(|e| e.to_string())
+    match limit {
+        Some(n) => shell.events_page(after, n).await,
+        None => shell.events_since(after).await,
+    }
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -145,6 +168,37 @@ mod tests {
         let r = shell.call("get", "/api/sessions?x=1", None).await;
         assert_eq!(r.status, 200, "{:?}", r.body);
         assert_eq!(r.body.as_array().unwrap().len(), 1, "{:?}", r.body);
+        // The query reaches the routes that read one; a Markdown export is a JSON string.
+        let r = shell
+            .call("GET", "/api/search?q=nothing%20here", None)
+            .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.body["query"], "nothing here", "{:?}", r.body);
+        let r = shell.call("GET", "/api/search?q=%22", None).await;
+        assert_eq!(r.body["error"], "empty_query", "{:?}", r.body);
+        let r = shell
+            .call(
+                "GET",
+                &format!("/api/sessions/{sid}/export?format=md"),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert!(
+            r.body
+                .as_str()
+                .is_some_and(|md| md.contains("## Transcript")),
+            "{:?}",
+            r.body
+        );
+        let r = shell
+            .call(
+                "GET",
+                &format!("/api/sessions/{sid}/messages?limit=1"),
+                None,
+            )
+            .await;
+        assert!(r.body["items"].is_array(), "{:?}", r.body);
 
         let path = format!("/api/sessions/{sid}/messages");
         let r = shell
@@ -212,6 +266,18 @@ mod tests {
         assert_eq!(shell.events_since_paged(ids[1], 1).await.unwrap(), all[2..]);
         assert!(shell.events_since(ids[4]).await.unwrap().is_empty());
         assert_eq!(shell.events_since(-7).await.unwrap(), all);
+        // One page at a time, from the last event of the page before: the same events.
+        let mut paged = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = shell.events_page(after, 2).await.unwrap();
+            assert!(page.len() <= 2);
+            let Some(last) = page.last() else { break };
+            after = last["id"].as_i64().unwrap();
+            paged.extend(page);
+        }
+        assert_eq!(paged, all);
+        assert_eq!(shell.events_page(0, 0).await.unwrap(), all[..1]);
         app.shutdown().await;
     }
 }

@@ -7,7 +7,11 @@
 //! `stagewhisper-headless` binary (the same without the window toolkit); this binary only adds
 //! the window.
 
+mod assets;
 mod commands;
+mod desktop;
+mod notify;
+mod prefs;
 mod shell;
 
 use stagewhisper_cli::{core_config, init_logging, run_command, run_headless, runtime};
@@ -27,9 +31,14 @@ fn main() -> anyhow::Result<()> {
         eprintln!("stagewhisper: no display (DISPLAY and WAYLAND_DISPLAY are unset); running headless, the UI is served on loopback");
     }
     let (rt, signals) = runtime()?;
-    let config = core_config(cli);
+    let mut config = core_config(cli);
+    // The UI compiled into this binary, for the window and (without a UI folder, as in an
+    // installed package) for the loopback UI listener.
+    let mut context = tauri::generate_context!("tauri.conf.json");
+    let ui = assets::UiAssets::share(&mut context);
+    config.assets.get_or_insert_with(|| std::sync::Arc::new(ui));
     if window {
-        shell::run(rt, config, signals)
+        shell::run(rt, config, signals, context)
     } else {
         rt.block_on(run_headless(config, signals))
     }

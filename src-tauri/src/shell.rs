@@ -6,25 +6,108 @@
 //! - The window's web UI calls the control API in-process ([`commands::api`]), catches up with
 //!   [`commands::events_since`], and receives every committed event as a `sw-event` Tauri event
 //!   whose payload is the JSON object of an SSE `data:` line ([`forward_events`]).
-//! - Closing the window, SIGINT or SIGTERM all end the event loop; then the core shuts down
+//! - Closing the main window, SIGINT or SIGTERM all end the event loop; then the core shuts down
 //!   gracefully (in-flight callbacks finish) and the process exits 0.
+//! - Desktop extras ([`desktop`]): the compact overlay window, the global shortcut, system
+//!   notifications, links to the system browser, one running instance, window places kept.
 
 use crate::commands::{self, Shell};
+use crate::desktop::{self, Desktop};
 use anyhow::Context;
 use serde_json::Value;
 use stagewhisper_cli::{start_core, Signals};
 use stagewhisper_core::events::Subscription;
 use stagewhisper_core::http::Shutdown;
 use stagewhisper_core::Config;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tauri::Emitter;
+use tauri::{Emitter, Manager, RunEvent, WindowEvent};
+use tauri_plugin_window_state::{AppHandleExt, StateFlags};
+
+/// What is kept of each window between runs (not its visibility: the overlay opens on demand).
+const WINDOW_STATE: StateFlags = StateFlags::SIZE
+    .union(StateFlags::POSITION)
+    .union(StateFlags::MAXIMIZED);
 
 /// The Tauri event that carries one event of the log to the window.
 pub const SW_EVENT: &str = "sw-event";
 
-pub fn run(rt: tokio::runtime::Runtime, config: Config, signals: Signals) -> anyhow::Result<()> {
+pub fn run(
+    rt: tokio::runtime::Runtime,
+    config: Config,
+    signals: Signals,
+    context: tauri::Context<tauri::Wry>,
+) -> anyhow::Result<()> {
     // Tauri's commands and tasks run on the same runtime as the core.
     tauri::async_runtime::set(rt.handle().clone());
+    let data_dir = config.data_dir.clone();
+
+    // What the setup (on the event loop's start) needs from the core, which starts after the
+    // single-instance check of `build` and before the loop.
+    type Started = (Subscription, Shutdown, Signals);
+    let started: Arc<Mutex<Option<Started>>> = Arc::new(Mutex::new(None));
+    let slot = started.clone();
+
+    // The single-instance plugin comes first: a second launch hands its arguments to the
+    // running app (which focuses its window) and exits inside `build`, before touching the data
+    // folder. Without a session bus it cannot find the first one and the data folder's lock
+    // refuses the second launch instead.
+    let window = tauri::Builder::default()
+        .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| {
+            tracing::info!("another launch of the app: focusing this one");
+            desktop::focus_main(app);
+        }))
+        .plugin(
+            tauri_plugin_window_state::Builder::new()
+                .with_state_flags(WINDOW_STATE)
+                .build(),
+        )
+        .plugin(
+            tauri_plugin_global_shortcut::Builder::new()
+                .with_handler(|app, shortcut, e| desktop::on_shortcut(app, shortcut, e.state()))
+                .build(),
+        )
+        .plugin(tauri_plugin_notification::init())
+        .plugin(tauri_plugin_opener::init())
+        .invoke_handler(tauri::generate_handler![
+            commands::api,
+            commands::events_since,
+            desktop::overlay_toggle,
+            desktop::overlay_show,
+            desktop::overlay_hide,
+            desktop::main_focus,
+            desktop::desktop_prefs,
+            desktop::set_desktop_prefs,
+        ])
+        .setup(move |tauri_app| {
+            let (events, stop, signals) = slot
+                .lock()
+                .expect("setup slot")
+                .take()
+                .expect("the core started before the event loop");
+            let handle = tauri_app.handle().clone();
+            desktop::open_main(&handle)?;
+            desktop::start(&handle);
+            tauri::async_runtime::spawn(forward_events(events, stop, {
+                let handle = handle.clone();
+                move |payload| {
+                    if let Err(e) = handle.emit(SW_EVENT, &payload) {
+                        tracing::warn!(error = %e, "cannot emit an event to the window");
+                    }
+                    desktop::on_event(&handle, &payload);
+                }
+            }));
+            tauri::async_runtime::spawn(async move {
+                signals.recv().await;
+                tracing::info!("signal received; closing the window");
+                handle.exit(0);
+            });
+            tracing::info!("window open");
+            Ok(())
+        })
+        .build(context)
+        .context("cannot open the window")?;
+
     let app = rt.block_on(start_core(config))?;
     let store = app.conversation.store().clone();
     // Follow the log from its current end: the UI loads state through the API and catches up
@@ -33,41 +116,37 @@ pub fn run(rt: tokio::runtime::Runtime, config: Config, signals: Signals) -> any
         .block_on(store.last_event_id())
         .context("cannot read the event log")?;
     let events = app.conversation.hub().subscribe(store.clone(), cursor);
-    let stop = app.shutdown_signal();
-
-    let shell = Shell {
+    *started.lock().expect("setup slot") = Some((events, app.shutdown_signal(), signals));
+    window.manage(Shell {
         api: app.api.clone(),
         store,
-    };
+    });
+    window.manage(Desktop::load(data_dir));
 
-    let window = tauri::Builder::default()
-        .manage(shell)
-        .invoke_handler(tauri::generate_handler![
-            commands::api,
-            commands::events_since
-        ])
-        .setup(move |tauri_app| {
-            let handle = tauri_app.handle().clone();
-            tauri::async_runtime::spawn(forward_events(events, stop, {
-                let handle = handle.clone();
-                move |payload| {
-                    if let Err(e) = handle.emit(SW_EVENT, payload) {
-                        tracing::warn!(error = %e, "cannot emit an event to the window");
-                    }
-                }
-            }));
-            tauri::async_runtime::spawn(async move {
-                signals.recv().await;
-                tracing::info!("signal received; closing the window");
-                handle.exit(0);
-            });
-            Ok(())
-        })
-        .build(tauri::generate_context!("tauri.conf.json"))
-        .context("cannot open the window")?;
-    tracing::info!("window open");
-
-    let code = window.run_return(|_, _| {});
+    let code = window.run_return(|handle, event| match event {
+        // The main window closing ends the app (the overlay alone does not keep it running).
+        RunEvent::WindowEvent {
+            label,
+            event: WindowEvent::CloseRequested { .. },
+            ..
+        } if label == desktop::MAIN => {
+            // The windows' places, while both still exist (the plugin saves again at exit).
+            if let Err(e) = handle.save_window_state(WINDOW_STATE) {
+                tracing::warn!(error = %e, "cannot save the window places");
+            }
+            handle.exit(0)
+        }
+        // The overlay's close hides it (its place is kept for the next time).
+        RunEvent::WindowEvent {
+            label,
+            event: WindowEvent::CloseRequested { api, .. },
+            ..
+        } if label == desktop::OVERLAY => {
+            api.prevent_close();
+            let _ = desktop::hide_overlay(handle);
+        }
+        _ => {}
+    });
     tracing::info!(code, "window closed; shutting down");
     rt.block_on(app.shutdown());
     if code != 0 {

@@ -91,11 +91,26 @@ def message_text(msg: dict[str, Any]) -> str:
     return ""
 
 
+# OpenClaw 2026.9.x adds its own runtime context as a user message of its own, after the user's
+# words; a message that is only such blocks is not what the user typed.
+_INTERNAL_CONTEXT_RE = re.compile(
+    r"<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>.*?(<<<END_OPENCLAW_INTERNAL_CONTEXT>>>|\Z)", re.S
+)
+
+
 def last_user_message(messages: list[dict[str, Any]]) -> str:
+    """The newest user message with words of its own (OpenClaw's internal-context blocks
+    removed); the newest user message as it is when every one is only such blocks."""
+    fallback = None
     for msg in reversed(messages):
         if msg.get("role") == "user":
-            return message_text(msg)
-    return ""
+            text = message_text(msg)
+            if fallback is None:
+                fallback = text
+            own = _INTERNAL_CONTEXT_RE.sub("", text).strip()
+            if own:
+                return own
+    return fallback or ""
 
 
 def user_text(raw: str) -> str:

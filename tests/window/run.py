@@ -199,6 +199,13 @@ def settled_screenshot(env, path, timeout=30, settle=2.0):
     return screenshot(env, path)[0]
 
 
+def no_overlay(data_dir):
+    """The desktop setting "open the overlay at call start" off, so that this test sees the main
+    window alone (tests/window/desktop.py tests the overlay)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "desktop.json").write_text('{"overlay_on_call_start": false}')
+
+
 def start_headless_and_read(binary, data_dir, procs, env, session_id):
     """Starts the binary headless on data_dir, returns the messages of session_id, stops it."""
     p = procs.start(
@@ -412,6 +419,7 @@ def app_pid(data_dir, session_leader):
 def part_direct(binary, env, tmp, procs, display, artifacts):
     log("1/2 direct launch in window mode")
     data = tmp / "direct"
+    no_overlay(data)
     err_path = tmp / "direct.stderr"
     with open(err_path, "wb") as err:
         app = procs.start([str(binary), "--data-dir", str(data)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env)
@@ -461,6 +469,7 @@ def part_direct(binary, env, tmp, procs, display, artifacts):
 def part_webdriver(binary, env, tmp, procs, artifacts):
     log("2/2 WebDriver (tauri-driver + WebKitWebDriver)")
     data = tmp / "webdriver"
+    no_overlay(data)
     port, native = free_port(), free_port()
     err_path = tmp / "tauri-driver.stderr"
     with open(err_path, "wb") as err:
@@ -599,7 +608,9 @@ def main():
         with tempfile.TemporaryDirectory(prefix="sw-window-", ignore_cleanup_errors=True) as t:
             tmp = Path(t)
             display = start_xvfb(procs)
-            env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "STAGEWHISPER_DATA_DIR", "RUST_LOG")}
+            # No session bus: the single-instance plugin cannot find the first instance, so the
+            # data folder's lock is what refuses a second one (tests/window/desktop.py has a bus).
+            env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "STAGEWHISPER_DATA_DIR", "RUST_LOG", "DBUS_SESSION_BUS_ADDRESS")}
             env.update(
                 DISPLAY=display,
                 NO_AT_BRIDGE="1",

@@ -4,8 +4,10 @@
 import { statusClass, statusLabel } from './assistant';
 import { ChatView } from './chat';
 import { canStop } from './kinds/gateway';
+import { DesktopSettings, toggleOverlay, type Invoke } from './desktop';
 import { elapsedSince, h } from './dom';
-import { HistoryView, sessionTitle } from './history';
+import { HistoryView, sessionTitle, type ExportFormat } from './history';
+import type { SearchHit } from './search';
 import { InsightsView } from './insights';
 import { insightsNotice } from './kinds/clawborrator';
 import { SettingsView } from './settings';
@@ -38,6 +40,13 @@ const ASSISTANT_REFRESH_MS = 300;
  */
 const TUNNEL_POLL_MS = 5000;
 const TUNNEL_FAST_POLL_MS = 1000;
+/**
+ * Messages per page: a conversation opens on its newest page and loads older ones as the user
+ * scrolls up (`GET …/messages?limit=N&before=ID`), so opening a long chat costs one page.
+ */
+export const MESSAGE_PAGE = 200;
+/** A search result deeper in the history than this many pages is not scrolled to. */
+const JUMP_MAX_PAGES = 100;
 
 /** The object an answer carries under `key`, or the answer itself (`{message}` or a bare message). */
 function unwrap(body: unknown, key: string): unknown {
@@ -61,7 +70,7 @@ export class App {
   private tab: Tab = 'chat';
   private conn: StreamState = 'connecting';
   private sub: Subscription | null = null;
-  private loading = new Set<string>();
+  private loading = new Map<string, Promise<void>>();
 
   private root: HTMLElement;
   private chat: ChatView;
@@ -102,16 +111,37 @@ export class App {
     private transport: Transport,
     private onUnauthorized: () => HTMLElement | null = () => null,
   ) {
-    this.chat = new ChatView({ send: (t) => this.send(t), retry: (m) => this.retryMessage(m), decide: (id, allow) => this.decidePermission(id, allow), stop: () => this.stopReply() });
+    this.chat = new ChatView({
+      send: (t) => this.send(t),
+      retry: (m) => this.retryMessage(m),
+      decide: (id, allow) => this.decidePermission(id, allow),
+      stop: () => this.stopReply(),
+      loadOlder: () => (this.activeId ? this.loadOlder(this.activeId) : Promise.resolve(false)),
+    });
     this.insights = new InsightsView();
     this.transcript = new TranscriptView({ retry: (t) => this.retryTurn(t), add: (sp, t) => this.addTurn(sp, t) });
-    this.history = new HistoryView({ open: (id) => this.open(id, 'chat'), newChat: () => this.newChat() });
+    this.history = new HistoryView({
+      open: (id) => this.open(id, 'chat'),
+      newChat: () => this.newChat(),
+      search: (q) => this.search(q),
+      jump: (hit) => void this.jump(hit),
+      export: (sid, format) => this.exportSession(sid, format),
+    });
     this.settings = new SettingsView({
       api: (m, p, b) => this.api(m, p, b),
       errorText,
       assistantCall: (m, p, b) => this.assistantCall(m, p, b),
       tunnelCall: (m, p, b) => this.tunnelCall(m, p, b),
     });
+
+    const invoke: Invoke | null = transport.kind === 'tauri' && window.__TAURI__ ? (c, a) => window.__TAURI__!.core.invoke(c, a) : null;
+    if (invoke) {
+      const desktop = new DesktopSettings(invoke);
+      this.settings.addCard(desktop.card);
+      void desktop.load();
+    }
+    const overlayBtn = h('button', { class: 'btn btn-small', type: 'button', id: 'open-overlay', title: 'Compact overlay, always on top' }, 'Overlay');
+    overlayBtn.addEventListener('click', () => toggleOverlay(invoke));
 
     this.badge = h('span', { class: 'badge', hidden: true });
     const tablist = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Views' });
@@ -161,6 +191,7 @@ export class App {
       h(
         'div',
         { class: 'status-chips' },
+        overlayBtn,
         this.assistantChip,
         this.tunnelChip,
         this.connChip,
@@ -239,33 +270,112 @@ export class App {
     this.flush();
   }
 
-  private async loadConv(sid: string): Promise<void> {
-    if (this.loading.has(sid)) return;
-    this.loading.add(sid);
+  private loadConv(sid: string): Promise<void> {
+    const running = this.loading.get(sid);
+    if (running) return running;
+    const p = this.loadConvNow(sid).finally(() => {
+      this.loading.delete(sid);
+      this.flush();
+    });
+    this.loading.set(sid, p);
+    return p;
+  }
+
+  private async loadConvNow(sid: string): Promise<void> {
     try {
       const c0 = this.store.cursor;
       const enc = encodeURIComponent(sid);
       const s = this.store.sessions.get(sid);
       const noList = Promise.resolve<ApiResponse<unknown[]>>({ status: 0, body: [] });
       const [m, i, t, x] = await Promise.all([
-        this.api<unknown[]>('GET', `/api/sessions/${enc}/messages`),
+        // The newest page; older ones as the user scrolls up.
+        this.api<{ items?: unknown; next?: unknown }>('GET', `/api/sessions/${enc}/messages?limit=${MESSAGE_PAGE}`),
         this.api<unknown[]>('GET', `/api/sessions/${enc}/insights`),
         this.api<unknown[]>('GET', `/api/sessions/${enc}/typing`),
         // A chat that is not a call has no transcript (the route answers 409 not_a_call).
         !s || s.is_call ? this.api<unknown[]>('GET', `/api/calls/${enc}/transcript`) : noList,
       ]);
-      if (m.status !== 200) {
+      const page = m.status === 200 && m.body && Array.isArray(m.body.items) ? m.body : null;
+      if (!page) {
         if (m.status !== 401) this.showBarError(`Could not load the conversation: ${errorText(m)}`);
         return;
       }
       const ok = (r: ApiResponse<unknown[]>) => (r.status === 200 && Array.isArray(r.body) ? r.body : undefined);
-      this.store.loadConversation(sid, { messages: ok(m), insights: ok(i) ?? [], typing: ok(t) ?? [], transcript: ok(x) }, c0);
+      this.store.loadConversation(
+        sid,
+        { messages: page.items as unknown[], olderPath: typeof page.next === 'string' ? page.next : null, insights: ok(i) ?? [], typing: ok(t) ?? [], transcript: ok(x) },
+        c0,
+      );
     } catch (e) {
       this.showBarError(`Could not load the conversation: ${e instanceof Error ? e.message : String(e)}`);
-    } finally {
-      this.loading.delete(sid);
-      this.flush();
     }
+  }
+
+  /** Loads the next older page of a conversation; true when one was merged. */
+  private async loadOlder(sid: string): Promise<boolean> {
+    const c = this.store.conv(sid);
+    const path = c?.olderPath;
+    if (!c || !path) return false;
+    const c0 = this.store.cursor;
+    const res = await this.api<{ items?: unknown; next?: unknown }>('GET', path);
+    if (res.status !== 200 || !res.body || !Array.isArray(res.body.items)) return false;
+    if (c.olderPath !== path) return true; // another load got there first
+    this.store.loadOlder(sid, res.body.items, typeof res.body.next === 'string' ? res.body.next : null, c0);
+    this.chat.flush();
+    return true;
+  }
+
+  // ---- search and export -----------------------------------------------------------------------
+
+  private async search(q: string): Promise<SearchHit[]> {
+    const res = await this.api<{ results?: SearchHit[] }>('GET', `/api/search?q=${encodeURIComponent(q)}&limit=50`);
+    if (res.status !== 200 || !res.body || !Array.isArray(res.body.results)) {
+      const b = res.body as { error?: unknown } | null;
+      if (b && b.error === 'empty_query') return [];
+      throw new Error(`Search failed: ${errorText(res)}`);
+    }
+    return res.body.results;
+  }
+
+  /** Opens a search result's call on the right tab, scrolled to the message and highlighted. */
+  async jump(hit: SearchHit): Promise<boolean> {
+    const tab: Tab = hit.kind === 'chat' ? 'chat' : hit.kind === 'insight' ? 'insights' : 'transcript';
+    this.open(hit.session_id, tab);
+    const c = this.store.conv(hit.session_id);
+    if (!c || !c.loaded) await this.loadConv(hit.session_id);
+    this.flush();
+    if (hit.kind === 'chat') {
+      for (let pages = 0; ; pages++) {
+        const conv = this.store.conv(hit.session_id);
+        if (conv?.byId.has(String(hit.message_id))) {
+          this.chat.flush();
+          return this.chat.reveal(hit.message_id);
+        }
+        if (pages >= JUMP_MAX_PAGES || !(await this.loadOlder(hit.session_id))) return false;
+      }
+    }
+    const panel = hit.kind === 'insight' ? this.insights.panel : this.transcript.panel;
+    const el = panel.querySelector<HTMLElement>(`[data-id="${hit.message_id}"]`);
+    if (!el) return false;
+    el.scrollIntoView({ block: 'center' });
+    el.classList.add('search-hit');
+    setTimeout(() => el.classList.remove('search-hit'), 2500);
+    return true;
+  }
+
+  private async exportSession(sid: string, format: ExportFormat): Promise<void> {
+    const res = await this.api<unknown>('GET', `/api/sessions/${encodeURIComponent(sid)}/export?format=${format}`);
+    if (res.status !== 200) throw new Error(`Could not export: ${errorText(res)}`);
+    const text = typeof res.body === 'string' ? res.body : `${JSON.stringify(res.body, null, 2)}\n`;
+    const s = this.store.sessions.get(sid);
+    const base = (s ? sessionTitle(s) : sid).replace(/[^\p{L}\p{N}]+/gu, '-').replace(/^-+|-+$/g, '').slice(0, 80) || 'export';
+    const blob = new Blob([text], { type: format === 'md' ? 'text/markdown' : 'application/json' });
+    const url = URL.createObjectURL(blob);
+    const a = h('a', { href: url, download: `${base}.${format}`, hidden: true });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
   }
 
   // ---- API -------------------------------------------------------------------------------------

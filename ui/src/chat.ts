@@ -18,7 +18,17 @@ export interface ChatActions {
   decide?: Decide;
   /** Stops the reply running in the open conversation (kinds that can); throws on failure. */
   stop?(): Promise<void>;
+  /**
+   * Loads the next older page of the open conversation (the user scrolled near its top); true
+   * when it got one (false: it failed, or there is none).
+   */
+  loadOlder?(): Promise<boolean>;
 }
+
+/** Scrolled this close to the top of what is loaded, the next older page is asked for. */
+const LOAD_OLDER_PX = 800;
+/** How long a message found by search stays highlighted. */
+const HIGHLIGHT_MS = 2500;
 
 /** What the delivery marks need to know about the link (from the store). */
 export interface LinkInfo {
@@ -156,6 +166,7 @@ export class ChatView {
   private newCount = 0;
   private dirty = false;
   private sending = false;
+  private loadingOlder = false;
   private emptyText = '';
   private link: LinkInfo = { configured: true };
   private stopControl: StopControl;
@@ -185,6 +196,7 @@ export class ChatView {
         }
       },
     });
+    this.scroller.addEventListener('scroll', () => this.maybeLoadOlder(), { passive: true });
     this.list.listElement.setAttribute('aria-label', 'Messages');
     this.list.listElement.id = 'messages';
     this.empty = h('div', { class: 'empty-state', hidden: true });
@@ -286,6 +298,9 @@ export class ChatView {
       case 'messages-reset':
         this.list.reset(conv.messages, this.list.atBottom);
         break;
+      case 'messages-prepended':
+        this.list.prepended(c.count);
+        break;
       case 'typing':
         if (!c.insights) this.renderTyping();
         return;
@@ -314,6 +329,40 @@ export class ChatView {
   shown(): void {
     this.list.remeasureAll();
     this.list.render();
+  }
+
+  /** Asks for the next older page when the user is near the top of what is loaded. */
+  maybeLoadOlder(): void {
+    const conv = this.conv;
+    if (!conv || !conv.olderPath || !this.actions.loadOlder || this.loadingOlder) return;
+    if (this.scroller.scrollTop > LOAD_OLDER_PX) return;
+    this.loadingOlder = true;
+    void this.actions
+      .loadOlder()
+      .catch(() => false)
+      .then((ok) => {
+        this.loadingOlder = false;
+        // Still near the top (a short page, a fast scroll): the next one.
+        if (ok) requestAnimationFrame(() => this.maybeLoadOlder());
+      });
+  }
+
+  /** Scrolls to the message `id` and highlights it; false when it is not loaded. */
+  reveal(id: number): boolean {
+    const key = String(id);
+    this.list.render();
+    if (!this.list.scrollToKey(key)) return false;
+    const el = this.list.elementOf(key);
+    if (el) {
+      el.classList.add('search-hit');
+      setTimeout(() => el.classList.remove('search-hit'), HIGHLIGHT_MS);
+    }
+    return true;
+  }
+
+  /** Rows in the DOM now (the list renders only those near the viewport). */
+  get renderedRows(): number {
+    return this.list.renderedCount;
   }
 
   jumpToEnd(): void {

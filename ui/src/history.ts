@@ -1,11 +1,20 @@
 // Past calls: every call and chat, newest first; opening one shows its chat and insights.
 
 import { dateTime, elapsedSince, fullTime, h } from './dom';
+import { SearchView, type SearchHit } from './search';
 import type { Session } from './types';
+
+export type ExportFormat = 'md' | 'json';
 
 export interface HistoryActions {
   open(sessionId: string): void;
   newChat(): Promise<void>;
+  /** Full-text search over every call (throws with a sentence when it fails). */
+  search?(q: string): Promise<SearchHit[]>;
+  /** Opens a search result's call at its message. */
+  jump?(hit: SearchHit): void;
+  /** Saves the session's export as a file (throws with a sentence when it fails). */
+  export?(sessionId: string, format: ExportFormat): Promise<void>;
 }
 
 export function sessionTitle(s: Session): string {
@@ -19,6 +28,7 @@ export class HistoryView {
   private list: HTMLUListElement;
   private empty: HTMLElement;
   private error: HTMLElement;
+  readonly search: SearchView | null = null;
 
   constructor(private actions: HistoryActions) {
     this.list = h('ul', { class: 'history-list', id: 'history', 'aria-label': 'Calls and chats, newest first' });
@@ -34,17 +44,63 @@ export class HistoryView {
         this.error.textContent = e instanceof Error ? e.message : String(e);
       }
     });
+    const { search: doSearch, jump } = this.actions;
+    if (doSearch && jump) {
+      this.search = new SearchView({ search: (q) => doSearch(q), jump: (hit) => jump(hit) });
+      // While results are shown, they take the place of the list.
+      this.search.el.addEventListener('search-change', () => this.showList());
+    }
     this.panel = h(
       'section',
       { class: 'panel panel-history', id: 'panel-history', role: 'tabpanel', 'aria-labelledby': 'tab-history', hidden: true },
       h('div', { class: 'panel-head' }, h('h2', null, 'Past calls and chats'), newChat),
+      this.search?.el,
       this.error,
       h('div', { class: 'panel-scroll' }, this.list, this.empty),
     );
   }
 
+  private sessionsShown = 0;
+
+  private showList(): void {
+    const searching = !!this.search?.active;
+    this.list.hidden = searching;
+    this.empty.hidden = searching || this.sessionsShown > 0;
+  }
+
+  private exportButton(s: Session, format: ExportFormat): HTMLButtonElement | null {
+    const run = this.actions.export;
+    if (!run) return null;
+    const label = format === 'md' ? 'Markdown' : 'JSON';
+    const btn = h(
+      'button',
+      {
+        class: 'btn btn-small history-export',
+        type: 'button',
+        'data-export': format,
+        'data-session-id': s.session_id,
+        title: `Export as ${label} (transcript, insights and chat, with times)`,
+        'aria-label': `Export ${sessionTitle(s)} as ${label}`,
+      },
+      format === 'md' ? '⇩ .md' : '⇩ .json',
+    );
+    btn.addEventListener('click', async () => {
+      this.error.hidden = true;
+      btn.disabled = true;
+      try {
+        await run(s.session_id, format);
+      } catch (e) {
+        this.error.hidden = false;
+        this.error.textContent = e instanceof Error ? e.message : String(e);
+      } finally {
+        btn.disabled = false;
+      }
+    });
+    return btn;
+  }
+
   render(sessions: Session[], activeId: string | null): void {
-    this.empty.hidden = sessions.length > 0;
+    this.sessionsShown = sessions.length;
     const items = sessions.map((s) => {
       const live = s.is_call && !s.ended_at;
       const titled = !!(s.title && s.title.trim());
@@ -69,8 +125,10 @@ export class HistoryView {
         s.session_id === activeId ? h('span', { class: 'chip' }, 'Open') : null,
       );
       btn.addEventListener('click', () => this.actions.open(s.session_id));
-      return h('li', null, btn);
+      const exports = this.actions.export ? h('span', { class: 'history-exports' }, this.exportButton(s, 'md'), this.exportButton(s, 'json')) : null;
+      return h('li', { class: 'history-row' }, btn, exports);
     });
     this.list.replaceChildren(...items);
+    this.showList();
   }
 }

@@ -1,6 +1,9 @@
 import './styles.css';
+import './overlay.css';
 import { App } from './app';
+import { overlayChrome, isOverlayRoute } from './desktop';
 import { h } from './dom';
+import { Overlay } from './overlay';
 import { forgetUiToken, HttpTransport, isTauri, storeUiToken, takeUiToken, TauriTransport } from './transport';
 
 /** The "how to connect" form shown when the page has no (valid) UI token. */
@@ -44,14 +47,24 @@ function tokenForm(reason: string): HTMLElement {
 function boot(): void {
   const mount = document.getElementById('app');
   if (!mount) return;
+  const overlay = isOverlayRoute();
   if (isTauri()) {
-    const app = new App(mount, new TauriTransport(window.__TAURI__!));
+    const tauri = window.__TAURI__!;
+    if (overlay) {
+      void new Overlay(mount, new TauriTransport(tauri), overlayChrome((c, a) => tauri.core.invoke(c, a))).start();
+      return;
+    }
+    const app = new App(mount, new TauriTransport(tauri));
     void app.start();
     return;
   }
   const token = takeUiToken();
   if (!token) {
     mount.replaceChildren(h('div', { class: 'token-screen' }, tokenForm('This page needs the UI token of the running app.')));
+    return;
+  }
+  if (overlay) {
+    void new Overlay(mount, new HttpTransport(token), overlayChrome(null)).start();
     return;
   }
   const app = new App(mount, new HttpTransport(token), () => {

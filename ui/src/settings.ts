@@ -96,6 +96,11 @@ export class SettingsView {
     );
   }
 
+  /** Adds a card after the others (the desktop app's own settings). */
+  addCard(card: HTMLElement): void {
+    this.panel.querySelector('.settings')?.append(card);
+  }
+
   async load(): Promise<void> {
     void this.assistant.loadProviders((m, p) => this.actions.api(m, p));
     const res = await this.actions.api<Settings>('GET', '/api/settings');

@@ -39,6 +39,8 @@ export type Change =
   | { kind: 'message-update'; sessionId: string; index: number; message: Message; prev: Message }
   | { kind: 'message-move'; sessionId: string; from: number; to: number; message: Message }
   | { kind: 'messages-reset'; sessionId: string }
+  /** `count` older messages were put in front of the list (a page loaded while scrolling up). */
+  | { kind: 'messages-prepended'; sessionId: string; count: number }
   | { kind: 'insights'; sessionId: string; added: Insight | null }
   | { kind: 'typing'; sessionId: string; insights: boolean }
   | { kind: 'unread'; sessionId: string }
@@ -68,10 +70,20 @@ export interface Conversation {
   transcriptLoaded: boolean;
   /** Entity key → cursor of the last event that touched it. */
   ver: Map<string, number>;
+  /**
+   * The path of the next older page of messages (`GET …/messages?limit=N&before=ID`); null when
+   * the list reaches the first message (or was loaded whole).
+   */
+  olderPath: string | null;
 }
 
 export interface Snapshot {
   messages?: unknown[];
+  /**
+   * `messages` is the newest page (`GET …/messages?limit=N`): the path of the page before it
+   * (null: it reaches the first message). Absent: `messages` is the whole list.
+   */
+  olderPath?: string | null;
   insights?: unknown[];
   typing?: unknown[];
   transcript?: unknown[];
@@ -452,6 +464,7 @@ export class Store {
         transcriptById: new Map(),
         transcriptLoaded: false,
         ver: new Map(),
+        olderPath: null,
       };
       this.convs.set(sessionId, c);
     }
@@ -732,6 +745,40 @@ export class Store {
     if (changed) this.emit({ kind: 'sessions' });
   }
 
+  /**
+   * Merges an older page of messages (`GET …/messages?limit=N&before=ID`, requested when the
+   * cursor was `atCursor`) and remembers the path of the page before it. Messages already known
+   * are skipped (pages may overlap a reload), so loading the same page twice changes nothing.
+   * Answers how many messages were added.
+   */
+  loadOlder(sessionId: string, items: unknown[], next: string | null, atCursor: number): number {
+    if (this.deleted.has(sessionId)) return 0;
+    const c = this.ensureConv(sessionId);
+    const fresh: Message[] = [];
+    for (const raw of items) {
+      const m = normMessage(raw);
+      if (!m || this.route(m.session_id).insights) continue;
+      const key = String(m.id);
+      if (c.byId.has(key) || (c.ver.get('m:' + key) ?? -1) > atCursor) continue;
+      c.byId.set(key, m);
+      c.ver.set('m:' + key, atCursor);
+      fresh.push(m);
+    }
+    c.olderPath = next;
+    if (!fresh.length) return 0;
+    fresh.sort(compareMessages);
+    const first = c.messages[0];
+    if (!first || compareMessages(fresh[fresh.length - 1], first) <= 0) {
+      // In place: the views hold this array.
+      c.messages.splice(0, 0, ...fresh);
+      this.emit({ kind: 'messages-prepended', sessionId, count: fresh.length });
+    } else {
+      c.messages = [...c.byId.values()].sort(compareMessages);
+      this.emit({ kind: 'messages-reset', sessionId });
+    }
+    return fresh.length;
+  }
+
   /** Merges a conversation's messages / insights / typing, requested when the cursor was `atCursor`. */
   loadConversation(sessionId: string, snap: Snapshot, atCursor: number): void {
     if (this.deleted.has(sessionId)) return;
@@ -739,14 +786,20 @@ export class Store {
     const newer = (key: string) => (c.ver.get(key) ?? -1) > atCursor;
 
     if (snap.messages) {
+      const prevFirst = c.messages[0];
+      let oldest: Message | undefined;
       for (const raw of snap.messages) {
         const m = normMessage(raw);
         if (!m || this.route(m.session_id).insights) continue;
+        if (!oldest || compareMessages(m, oldest) < 0) oldest = m;
         const key = String(m.id);
         if (newer('m:' + key)) continue;
         c.byId.set(key, m);
         c.ver.set('m:' + key, atCursor);
       }
+      // A page reaching no further back than what is already loaded keeps the older path.
+      const olderPath = snap.olderPath === undefined ? null : snap.olderPath;
+      if (!prevFirst || !oldest || compareMessages(oldest, prevFirst) <= 0) c.olderPath = olderPath;
       c.messages = [...c.byId.values()].sort(compareMessages);
       this.emit({ kind: 'messages-reset', sessionId });
     }

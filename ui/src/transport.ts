@@ -197,6 +197,8 @@ export function backoffMs(attempt: number): number {
 
 /** No byte (not even the 15 s keepalive) for this long means the stream is dead. */
 const STALL_MS = 40_000;
+/** Events per `events_since` answer while the window catches up (the core's page size). */
+export const CATCH_UP_PAGE = 500;
 
 export class HttpTransport implements Transport {
   readonly kind = 'http' as const;
@@ -374,9 +376,19 @@ export class TauriTransport implements Transport {
       if (stopped || catchingUp || cursor() <= 0) return;
       catchingUp = true;
       try {
-        const evs = await this.tauri.core.invoke<unknown[]>('events_since', { after: cursor() });
-        const batch = (Array.isArray(evs) ? evs : []).map(asEvent).filter((e): e is SwEvent => !!e);
-        if (batch.length) deliver(sink, batch);
+        // One page at a time, each applied before the next is asked for: a long gap never
+        // travels (or sits in memory) as one answer.
+        let after = cursor();
+        for (;;) {
+          const evs = await this.tauri.core.invoke<unknown[]>('events_since', { after, limit: CATCH_UP_PAGE });
+          const page = Array.isArray(evs) ? evs : [];
+          const batch = page.map(asEvent).filter((e): e is SwEvent => !!e);
+          if (batch.length) deliver(sink, batch);
+          if (page.length < CATCH_UP_PAGE || stopped) break;
+          const last = Number((page[page.length - 1] as { id?: unknown } | null)?.id);
+          if (!Number.isFinite(last) || last <= after) break;
+          after = last;
+        }
       } catch {
         /* the live listener still runs; next catch-up will fill in */
       } finally {

@@ -154,6 +154,44 @@ export class VList<T> {
     this.dirtyFrom = Math.min(this.dirtyFrom, from, to);
   }
 
+  /**
+   * `n` items were put in front of the (shared) array (an older page). What the user is reading
+   * stays where it is: the anchor row keeps its offset in the viewport.
+   */
+  prepended(n: number): void {
+    if (n <= 0) return;
+    if (!this.stuck && this.anchorKey == null && this.items.length > n) {
+      // Not scrolled since the last render: anchor on the row at the top of the viewport.
+      this.anchorKey = this.o.key(this.items[n + this.indexAt(this.scrollTop)] ?? this.items[n]);
+      this.anchorOffset = 0;
+    }
+    const front = this.items.slice(0, n).map((it) => this.est(it));
+    this.heights = front.concat(this.heights);
+    for (const r of this.rows.values()) r.index += n;
+    this.dirtyFrom = 0;
+  }
+
+  /** Scrolls so that the item with `key` is in view (a third down the viewport); false when absent. */
+  scrollToKey(key: string): boolean {
+    const i = this.items.findIndex((it) => this.o.key(it) === key);
+    if (i < 0) return false;
+    this.stuck = false;
+    this.anchorKey = key;
+    this.anchorOffset = Math.round((this.viewH || this.o.scroller.clientHeight) / 3);
+    this.render();
+    return true;
+  }
+
+  /** The rendered element of the item with `key` (only rows near the viewport exist). */
+  elementOf(key: string): HTMLElement | null {
+    return this.rows.get(key)?.el ?? null;
+  }
+
+  /** Rows in the DOM now. */
+  get renderedCount(): number {
+    return this.rows.size;
+  }
+
   /** Measure every rendered row again (e.g. after the panel was hidden) on the next frame. */
   remeasureAll(): void {
     for (const r of this.rows.values()) r.measuredFor = -1;

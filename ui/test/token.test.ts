@@ -58,7 +58,7 @@ describe('Tauri transport', () => {
     expect(store.cursor).toBe(2);
     // The window was hidden and comes back: catch up from the cursor.
     document.dispatchEvent(new Event('visibilitychange'));
-    await vi.waitFor(() => expect(invoke).toHaveBeenCalledWith('events_since', { after: 2 }));
+    await vi.waitFor(() => expect(invoke).toHaveBeenCalledWith('events_since', { after: 2, limit: 500 }));
     await vi.waitFor(() => expect(store.cursor).toBe(3));
     expect(store.conv('s')!.messages.map((m) => m.text)).toEqual(['m1', 'm2', 'm3']);
     sub.stop();

@@ -3,8 +3,8 @@
 //! toolkit linked at all). Nothing here depends on Tauri.
 //!
 //! Both binaries take the same flags, print the same JSON `ready` line on stdout (logs go to
-//! stderr), shut down gracefully on SIGINT/SIGTERM and have the same `transcript replay`
-//! subcommand.
+//! stderr), shut down gracefully on SIGINT/SIGTERM and have the same `transcript replay` and
+//! `export` subcommands.
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser};
@@ -85,6 +85,19 @@ pub enum Command {
     /// Transcript tools.
     #[command(subcommand)]
     Transcript(TranscriptCommand),
+    /// Export a call (or chat) with its transcript, insights and chat, as Markdown or JSON.
+    /// Reads the data dir's database directly, whether the app is running on it or not.
+    Export {
+        /// The session id (a call's or a chat's).
+        #[arg(long)]
+        session: String,
+        /// `md` (Markdown) or `json`.
+        #[arg(long, default_value = "md", value_parser = ["md", "json"])]
+        format: String,
+        /// Write to this file instead of stdout.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -112,7 +125,52 @@ pub enum TranscriptCommand {
 pub fn run_command(command: Command, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
     match command {
         Command::Transcript(cmd) => run_replay(cmd, data_dir),
+        Command::Export {
+            session,
+            format,
+            output,
+        } => {
+            if let Err(e) = run_export(&session, &format, output, data_dir) {
+                eprintln!("stagewhisper export: {e:#}");
+                std::process::exit(1);
+            }
+            Ok(())
+        }
     }
+}
+
+/// `… export --session ID --format md|json [--output FILE]`.
+fn run_export(
+    session: &str,
+    format: &str,
+    output: Option<PathBuf>,
+    data_dir: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    use stagewhisper_core::archive::export::{export, Format};
+    let format = Format::parse(format)?;
+    let dir = data_dir.unwrap_or_else(default_data_dir);
+    let db = dir.join(stagewhisper_core::app::DB_FILE);
+    anyhow::ensure!(db.is_file(), "no database in {}", dir.display());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let text = rt.block_on(async {
+        let store = stagewhisper_core::store::Store::open_read_only(&db)
+            .await
+            .with_context(|| format!("cannot open {}", db.display()))?;
+        let e = export(&store, session).await?;
+        anyhow::Ok(e.render(format))
+    })?;
+    match output {
+        Some(path) => std::fs::write(&path, text)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+        }
+    }
+    Ok(())
 }
 
 /// `… transcript replay …`.

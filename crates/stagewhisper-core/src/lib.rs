@@ -16,6 +16,7 @@
 
 pub mod api;
 pub mod app;
+pub mod archive;
 pub mod assistants;
 pub mod byo;
 pub mod clock;

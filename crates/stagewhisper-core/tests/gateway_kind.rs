@@ -4,10 +4,13 @@
 //! The gateway here is a MINIMAL IN-TEST WEBSOCKET PEER, not the real one: it is used only for
 //! what needs no gateway (settings validation, the token never returned, the saved file's mode)
 //! and for what the real gateway cannot be made to do on demand — refuse a connect on cue, fail a
-//! run with `error`, hold an insights run while turns pile up (batching), answer `none`. It
-//! speaks the frame shapes the real gateway 2026.9.6 was recorded speaking, and does not check
-//! signatures (the client's own tests do). Everything else is proven against the real gateway
-//! by `tests/gateway/run.sh` (crates/stagewhisper-headless/tests/gateway_app.rs).
+//! run with `error`, hold an insights run while turns pile up (batching), answer `none`, refuse
+//! one `chat.send`, hold a run until the test releases it (so the app can be stopped and started
+//! around it). It speaks the frame shapes the real gateway 2026.9.6 was recorded speaking (its
+//! `chat.history` keeps the user messages as `"<key>:user"` and the replies with
+//! `__openclaw.runId`), and does not check signatures (the client's own tests do). Everything
+//! else is proven against the real gateway by `tests/gateway/run.sh`
+//! (crates/stagewhisper-headless/tests/gateway_app.rs).
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -29,12 +32,43 @@ const TOKEN: &str = "good-gateway-token-123";
 /// Every `chat.send` / `chat.abort` the peer received: (method, params).
 type Seen = Arc<Mutex<Vec<(String, Value)>>>;
 
+/// The peer's `chat.history`, by session key.
+type PeerHistory = Arc<Mutex<std::collections::HashMap<String, Vec<Value>>>>;
+
 struct Peer {
     url: String,
     seen: Seen,
+    /// Runs marked `#gate` (a chat message, or a call's title for its prelude) wait for a permit.
+    gate: Arc<tokio::sync::Semaphore>,
+    history: PeerHistory,
 }
 
 impl Peer {
+    /// Lets one gated run finish.
+    fn release(&self) {
+        self.gate.add_permits(1);
+    }
+
+    /// The reply to `key` is in the peer's history.
+    fn replied(&self, key: &str) -> bool {
+        self.history
+            .lock()
+            .unwrap()
+            .values()
+            .flatten()
+            .any(|m| m["role"] == "assistant" && m["__openclaw"]["runId"] == key)
+    }
+
+    /// The text of every `chat.send` to an insights session, after the prelude, line by line.
+    fn insight_lines(&self) -> Vec<String> {
+        self.sends("-insights-")
+            .iter()
+            .filter_map(|p| p["message"].as_str())
+            .filter(|m| !m.starts_with("You are my live coach"))
+            .flat_map(|m| m.lines().map(str::to_string).collect::<Vec<_>>())
+            .collect()
+    }
+
     fn sends(&self, session_key_part: &str) -> Vec<Value> {
         self.seen
             .lock()
@@ -66,14 +100,22 @@ fn msg(text: &str) -> Value {
 
 /// The peer. `refuse_first`: how many connects get `NOT_PAIRED` first. A connect with a token
 /// other than [`TOKEN`] gets `AUTH_TOKEN_MISMATCH` (close 1008). Replies by message text:
-/// `#slow` streams "Partial" and waits for `chat.abort`; `#fail` ends in `error`; the prelude is
-/// answered after 1.5 s (so transcript turns pile up behind it); a turn containing `nothing`
-/// is answered `none`; anything else streams "Hel", "Hello there" and finals "Hello there".
+/// `#slow` streams "Partial" and waits for `chat.abort`; `#fail` ends in `error`; the first
+/// `chat.send` containing `#refuse` is refused (`INVALID_REQUEST`); `#gate` streams "Partial",
+/// waits for [`Peer::release`] and finals "Gated reply" (a prelude whose call title has `#gate`
+/// waits too); the prelude is answered after 1.5 s (so transcript turns pile up behind it); a
+/// turn containing `nothing` is answered `none`; anything else streams "Hel", "Hello there" and
+/// finals "Hello there". A run's final goes into the history even when its connection is gone.
 async fn peer(refuse_first: usize) -> Peer {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("ws://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let seen: Seen = Arc::default();
     let seen2 = seen.clone();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let gate2 = gate.clone();
+    let history: PeerHistory = Arc::default();
+    let history2 = history.clone();
+    let refused = Arc::new(std::sync::atomic::AtomicBool::new(false));
     tokio::spawn(async move {
         let mut n = 0usize;
         loop {
@@ -81,6 +123,7 @@ async fn peer(refuse_first: usize) -> Peer {
             n += 1;
             let conn = n;
             let seen = seen2.clone();
+            let (gate, history, refused) = (gate2.clone(), history2.clone(), refused.clone());
             tokio::spawn(async move {
                 let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
                 let ts = chrono_ms();
@@ -153,8 +196,14 @@ async fn peer(refuse_first: usize) -> Peer {
                     };
                     match method.as_str() {
                         "chat.history" => {
+                            let messages = history
+                                .lock()
+                                .unwrap()
+                                .get(&key)
+                                .cloned()
+                                .unwrap_or_default();
                             let _ = tx
-                                .send(res(json!({"sessionKey": key, "messages": []})))
+                                .send(res(json!({"sessionKey": key, "messages": messages})))
                                 .await;
                         }
                         "chat.abort" => {
@@ -176,16 +225,51 @@ async fn peer(refuse_first: usize) -> Peer {
                             seen.lock().unwrap().push((method.clone(), p.clone()));
                             let run = p["idempotencyKey"].as_str().unwrap().to_string();
                             let text = p["message"].as_str().unwrap_or("").to_string();
+                            if text.contains("#refuse")
+                                && !refused.swap(true, std::sync::atomic::Ordering::SeqCst)
+                            {
+                                let no = json!({"type": "res", "id": id, "ok": false, "error": {
+                                    "code": "INVALID_REQUEST", "message": "refused by the test peer"}});
+                                let _ = tx.send(no.to_string()).await;
+                                continue;
+                            }
+                            history
+                                .lock()
+                                .unwrap()
+                                .entry(key.clone())
+                                .or_default()
+                                .push(json!({
+                                "role": "user", "content": text,
+                                "idempotencyKey": format!("{run}:user")}));
                             let _ = tx
                                 .send(res(json!({"runId": run, "status": "started"})))
                                 .await;
-                            let tx = tx.clone();
+                            let (tx, gate, history) = (tx.clone(), gate.clone(), history.clone());
                             tokio::spawn(async move {
-                                let ev = |s: &str, x: Value| chat(&run, &key, s, x);
+                                let ev = |s: &str, x: Value| {
+                                    if s == "final" {
+                                        let mut m = x["message"].clone();
+                                        m["__openclaw"] = json!({"runId": run});
+                                        history
+                                            .lock()
+                                            .unwrap()
+                                            .entry(key.clone())
+                                            .or_default()
+                                            .push(m);
+                                    }
+                                    chat(&run, &key, s, x)
+                                };
                                 let _ = tx
                                     .send(ev("status", json!({"phase": "starting_model"})))
                                     .await;
-                                if text.contains("#slow") {
+                                let prelude = text.starts_with("You are my live coach");
+                                if text.contains("#gate") && !prelude {
+                                    let _ = tx.send(ev("delta", json!({"deltaText": "Partial", "message": msg("Partial")}))).await;
+                                    gate.acquire().await.unwrap().forget();
+                                    let _ = tx
+                                        .send(ev("final", json!({"message": msg("Gated reply")})))
+                                        .await;
+                                } else if text.contains("#slow") {
                                     let _ = tx.send(ev("delta", json!({"deltaText": "Partial", "message": msg("Partial")}))).await;
                                 } else if text.contains("#fail") {
                                     let _ = tx
@@ -194,8 +278,11 @@ async fn peer(refuse_first: usize) -> Peer {
                                             json!({"errorMessage": "the model is unreachable"}),
                                         ))
                                         .await;
-                                } else if text.starts_with("You are my live coach") {
+                                } else if prelude {
                                     tokio::time::sleep(Duration::from_millis(1500)).await;
+                                    if text.contains("#gate") {
+                                        gate.acquire().await.unwrap().forget();
+                                    }
                                     let _ = tx
                                         .send(ev(
                                             "final",
@@ -230,7 +317,12 @@ async fn peer(refuse_first: usize) -> Peer {
             });
         }
     });
-    Peer { url, seen }
+    Peer {
+        url,
+        seen,
+        gate,
+        history,
+    }
 }
 
 fn chrono_ms() -> u64 {
@@ -690,6 +782,305 @@ async fn insights_prelude_first_then_turns_batched_behind_the_run_in_flight() {
     assert!(
         ms.iter().all(|m| m["kind"] != "assistant"),
         "insights never reach the chat: {ms:#?}"
+    );
+    app.shutdown().await;
+}
+
+async fn transcript(app: &App, call: &str) -> Vec<Value> {
+    let (s, v) = api(
+        app,
+        "GET",
+        &format!("/api/calls/{call}/transcript"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    v.as_array().cloned().unwrap_or_default()
+}
+
+async fn turn(app: &App, call: &str, speaker: &str, text: &str) {
+    let (s, v) = api(
+        app,
+        "POST",
+        &format!("/api/calls/{call}/transcript"),
+        json!({"speaker": speaker, "text": text, "is_final": true}),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+}
+
+async fn configure(app: &App, gw: &Peer) {
+    let (s, v) = api(
+        app,
+        "PUT",
+        "/api/assistant",
+        json!({"kind": "openclaw-gateway", "url": gw.url, "token": TOKEN}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    status_is(app, "online").await;
+}
+
+/// A call whose prelude the peer holds (`#gate` in its title), and two turns behind it. Returns
+/// once the two turns are held by the kind: a chat message stored after them has gone out (the
+/// outbox goes oldest first, so it got past them) while they are still pending.
+async fn call_with_held_turns(
+    app: &App,
+    gw: &Peer,
+    title: &str,
+    turns: [(&str, &str); 2],
+) -> String {
+    let (s, c) = api(app, "POST", "/api/calls", json!({ "title": title })).await;
+    assert_eq!(s, 201, "{c}");
+    let call = c["session_id"].as_str().unwrap().to_string();
+    eventually("the prelude", || async {
+        (!gw.sends("-insights-").is_empty()).then_some(())
+    })
+    .await;
+    for (sp, t) in turns {
+        turn(app, &call, sp, t).await;
+    }
+    let sid = chat_session(app).await;
+    let (_, m) = api(
+        app,
+        "POST",
+        &format!("/api/sessions/{sid}/messages"),
+        json!({"text": "after the turns"}),
+    )
+    .await;
+    let umid = m["message_id"].as_str().unwrap().to_string();
+    eventually("the later chat message sent", || async {
+        gw.sends("")
+            .iter()
+            .any(|p| p["idempotencyKey"] == umid.as_str())
+            .then_some(())
+    })
+    .await;
+    let rows = transcript(app, &call).await;
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert!(
+        rows.iter().all(|r| r["delivery"] == "pending"),
+        "batched turns stay pending in the store: {rows:#?}"
+    );
+    assert_eq!(gw.sends("-insights-").len(), 1, "only the prelude went out");
+    call
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_turns_survive_an_app_restart_and_are_delivered_once() {
+    let dir = tmp();
+    let gw = peer(0).await;
+    let app = start_app(dir.path()).await;
+    configure(&app, &gw).await;
+    let call =
+        call_with_held_turns(&app, &gw, "Acme #gate", [("Ann", "one"), ("Bob", "two")]).await;
+    app.shutdown().await;
+
+    // Started again: the pending turns are offered again and go out, each once.
+    let app = start_app(dir.path()).await;
+    status_is(&app, "online").await;
+    let rows = eventually("both turns sent after the restart", || async {
+        let rows = transcript(&app, &call).await;
+        rows.iter().all(|r| r["delivery"] == "sent").then_some(rows)
+    })
+    .await;
+    assert_eq!(rows.len(), 2);
+    let mut lines = gw.insight_lines();
+    lines.sort();
+    assert_eq!(lines, ["Ann: one", "Bob: two"], "each turn once");
+    assert_eq!(
+        gw.sends("-insights-")
+            .iter()
+            .filter(|p| p["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("You are my live coach"))
+            .count(),
+        1,
+        "the prelude is not sent again"
+    );
+    eventually("the insights", || async {
+        let (_, v) = api(
+            &app,
+            "GET",
+            &format!("/api/sessions/{call}/insights"),
+            Value::Null,
+        )
+        .await;
+        v.as_array().filter(|a| !a.is_empty()).cloned()
+    })
+    .await;
+    app.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_batch_fails_its_turns_visibly_and_a_retry_sends_them() {
+    let dir = tmp();
+    let gw = peer(0).await;
+    let app = start_app(dir.path()).await;
+    configure(&app, &gw).await;
+    let call = call_with_held_turns(
+        &app,
+        &gw,
+        "Beta #gate",
+        [("Ann", "x #refuse"), ("Bob", "y")],
+    )
+    .await;
+    gw.release(); // the prelude ends: the batch goes out, and is refused
+    let rows = eventually("both turns failed", || async {
+        let rows = transcript(&app, &call).await;
+        rows.iter()
+            .all(|r| r["delivery"] == "failed")
+            .then_some(rows)
+    })
+    .await;
+    for r in &rows {
+        assert_eq!(r["delivery_error"]["code"], "gateway_rejected", "{r}");
+        assert!(
+            r["delivery_error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("refused")),
+            "{r}"
+        );
+    }
+    let batch = gw.sends("-insights-");
+    assert_eq!(batch.len(), 2, "{batch:#?}");
+    assert_eq!(batch[1]["message"], "Ann: x #refuse\nBob: y");
+
+    // The user retries them: they go out (the peer refuses only once) and get their insight.
+    for r in &rows {
+        let (s, v) = api(
+            &app,
+            "POST",
+            &format!("/api/sessions/{call}/messages/{}/retry", r["id"]),
+            json!({}),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
+    }
+    eventually("both turns sent after the retry", || async {
+        let rows = transcript(&app, &call).await;
+        rows.iter().all(|r| r["delivery"] == "sent").then_some(())
+    })
+    .await;
+    let lines = gw.insight_lines();
+    assert_eq!(
+        lines.iter().filter(|l| *l == "Bob: y").count(),
+        2,
+        "refused once, sent once after the retry: {lines:?}"
+    );
+    eventually("an insight", || async {
+        let (_, v) = api(
+            &app,
+            "GET",
+            &format!("/api/sessions/{call}/insights"),
+            Value::Null,
+        )
+        .await;
+        v.as_array()
+            .filter(|a| {
+                a.iter().any(|i| {
+                    i["text"]
+                        .as_str()
+                        .is_some_and(|t| t.starts_with("Insight on"))
+                })
+            })
+            .cloned()
+    })
+    .await;
+    app.shutdown().await;
+}
+
+/// The settled assistant entries answering `umid`, and whether a draft of it is left.
+async fn replies(app: &App, sid: &str, umid: &str) -> (Vec<Value>, bool) {
+    let ms = messages(app, sid).await;
+    let of = |m: &&Value| m["kind"] == "assistant" && m["user_message_id"] == umid;
+    let settled = ms
+        .iter()
+        .filter(of)
+        .filter(|m| m["draft"] == false)
+        .cloned()
+        .collect();
+    let draft = ms.iter().filter(of).any(|m| m["draft"] == true);
+    (settled, draft)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_finished_while_the_app_was_down_land_once_after_the_restart() {
+    let dir = tmp();
+    let gw = peer(0).await;
+    let app = start_app(dir.path()).await;
+    configure(&app, &gw).await;
+    let sid = chat_session(&app).await;
+    let mut umids = Vec::new();
+    for text in ["first #gate", "second #gate"] {
+        let (s, m) = api(
+            &app,
+            "POST",
+            &format!("/api/sessions/{sid}/messages"),
+            json!({ "text": text }),
+        )
+        .await;
+        assert_eq!(s, 201, "{m}");
+        let umid = m["message_id"].as_str().unwrap().to_string();
+        eventually("the draft", || async {
+            let ms = messages(&app, &sid).await;
+            ms.iter()
+                .any(|m| m["user_message_id"] == umid.as_str() && m["draft"] == true)
+                .then_some(())
+        })
+        .await;
+        umids.push(umid);
+    }
+    app.shutdown().await;
+
+    // The first reply finishes while the app is down.
+    gw.release();
+    eventually("the first reply in the peer's history", || async {
+        gw.replied(&umids[0]).then_some(())
+    })
+    .await;
+    let app = start_app(dir.path()).await;
+    status_is(&app, "online").await;
+    let (got, _) = eventually("the first reply backfilled", || async {
+        let r = replies(&app, &sid, &umids[0]).await;
+        (!r.0.is_empty() && !r.1).then_some(r)
+    })
+    .await;
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert_eq!(got[0]["text"], "Gated reply");
+
+    // The second is still running after the restart: it lands once it finishes.
+    assert!(replies(&app, &sid, &umids[1]).await.0.is_empty());
+    gw.release();
+    eventually("the second reply backfilled", || async {
+        let r = replies(&app, &sid, &umids[1]).await;
+        (!r.0.is_empty() && !r.1).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for umid in &umids {
+        let (got, draft) = replies(&app, &sid, umid).await;
+        assert_eq!(got.len(), 1, "exactly once: {got:#?}");
+        assert!(!draft);
+        let sends: Vec<_> = gw
+            .sends("")
+            .into_iter()
+            .filter(|p| p["idempotencyKey"] == umid.as_str())
+            .collect();
+        assert_eq!(sends.len(), 1, "never sent again: {sends:#?}");
+    }
+    app.shutdown().await;
+
+    // A third start finds nothing to look up and adds nothing.
+    let app = start_app(dir.path()).await;
+    status_is(&app, "online").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ms = messages(&app, &sid).await;
+    assert_eq!(
+        ms.iter().filter(|m| m["kind"] == "assistant").count(),
+        2,
+        "{ms:#?}"
     );
     app.shutdown().await;
 }

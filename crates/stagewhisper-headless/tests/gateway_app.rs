@@ -16,7 +16,10 @@
 //!    again → the app reconnects, the interrupted reply is in the chat exactly once and the
 //!    pending message is delivered once (one reply);
 //! 5. transcript turns of a call → insights (the prelude's reply is not one);
-//! 6. a wrong token → `token_mismatch`, and no retry loop.
+//! 6. the app stopped mid-reply; the gateway finishes the reply while the app is down (it is
+//!    stopped and started too: SIGTERM waits for the run); the app started again → the reply
+//!    is backfilled from `chat.history`, in the chat exactly once, the message not sent again;
+//! 7. a wrong token → `token_mismatch`, and no retry loop.
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
@@ -123,7 +126,7 @@ async fn the_app_through_the_real_gateway() {
         eprintln!("skipped: SW_GATEWAY_URL / SW_GATEWAY_TOKEN / SW_GATEWAY_CTL are not set (tests/gateway/run.sh sets them)");
         return;
     };
-    let app = App::start().await;
+    let mut app = App::start().await;
     let mut ev = app.events(SseOpts::live()).await;
     let ui = app.ui();
 
@@ -387,7 +390,82 @@ async fn the_app_through_the_real_gateway() {
         app.dump(&call).await
     );
 
-    // 6. Wrong token: its own status, and no retry.
+    // 6. The app stopped mid-reply; the reply finishes while it is down.
+    eprintln!("== app stopped mid-reply, the gateway finishes, app started again");
+    let sid = app.create_chat().await;
+    let umid = send(
+        &app,
+        &sid,
+        "#slow tell me about the tides while I step away for a moment",
+    )
+    .await;
+    ev.until("the draft before the stop", Duration::from_secs(120), |e| {
+        is_message_of(e, &umid) && e.message()["draft"] == true
+    })
+    .await;
+    // (Informational: a reply settled before the stop would come live, not from the backfill.)
+    let early = !replies_to(&app, &sid, &umid).await.is_empty();
+    eprintln!("reply settled before the app stopped: {early}");
+    let status = app.sigterm().await;
+    assert!(status.success(), "the app stops cleanly: {status}");
+    // SIGTERM on the gateway waits for its active runs: the reply is finished when it is down.
+    ctl(&env.ctl, &["stop"]).await;
+    ctl(&env.ctl, &["start"]).await;
+    app.restart().await;
+    let mut ev = app.events(SseOpts::live()).await;
+    let ui = app.ui();
+    if view(&app).await["status"] != "online" {
+        ev.until(
+            "online after the app restart",
+            Duration::from_secs(120),
+            |e| status_event(e, "online"),
+        )
+        .await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let settled = replies_to(&app, &sid, &umid).await;
+        let draft = app
+            .messages(&sid)
+            .await
+            .iter()
+            .any(|m| m["user_message_id"] == umid.as_str() && m["draft"] == true);
+        if !settled.is_empty() && !draft {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reply was not backfilled after the restart:\n{}\n--- app stderr ---\n{}",
+            app.dump(&sid).await,
+            app.stderr_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    drain(&mut ev, Duration::from_secs(5)).await;
+    let dump = app.dump(&sid).await;
+    let replies = replies_to(&app, &sid, &umid).await;
+    assert_eq!(replies.len(), 1, "the reply once:\n{dump}");
+    assert!(
+        replies[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Stub reply"),
+        "a settled reply of the run: {}",
+        replies[0]
+    );
+    // (The gateway's reply of that run as `chat.history` has it: when the stop interrupted the
+    // run, the gateway finishes it after its restart with a turn of its own.)
+    eprintln!("backfilled reply: {}", replies[0]["text"]);
+    let users: Vec<Value> = app
+        .messages(&sid)
+        .await
+        .into_iter()
+        .filter(|m| m["kind"] == "user")
+        .collect();
+    assert_eq!(users.len(), 1, "{dump}");
+    assert_eq!(users[0]["delivery"], "sent", "{dump}");
+
+    // 7. Wrong token: its own status, and no retry.
     eprintln!("== wrong token");
     let r = ui
         .request(

@@ -15,6 +15,7 @@
 //! the body extractor). The OpenAPI document is generated from the same route table and types
 //! and served at `GET /api/openapi.json`.
 
+mod archive;
 mod byo;
 pub mod common;
 mod hub_sessions;
@@ -188,6 +189,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(hub_sessions::routes())
         .merge(byo::routes())
         .merge(stop::routes())
+        .merge(archive::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
     let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
@@ -250,8 +252,21 @@ impl ControlApi {
             Err(never) => match never {},
         };
         let status = resp.status();
+        let text = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/"));
         let body = match resp.into_body().collect().await {
-            Ok(b) => serde_json::from_slice(&b.to_bytes()).unwrap_or(Value::Null),
+            // A text answer (an export as Markdown) comes as a JSON string.
+            Ok(b) => {
+                let b = b.to_bytes();
+                serde_json::from_slice(&b).unwrap_or_else(|_| {
+                    match (text, String::from_utf8(b.to_vec())) {
+                        (true, Ok(s)) => Value::String(s),
+                        _ => Value::Null,
+                    }
+                })
+            }
             Err(_) => Value::Null,
         };
         (status, body)
@@ -530,6 +545,8 @@ mod tests {
             "DELETE /api/tunnel/authtoken",
             "POST /api/permissions/{request_id}",
             "POST /api/assistant/clawborrator/sessions",
+            "GET /api/search",
+            "GET /api/sessions/{session_id}/export",
             "POST /api/assistant/pairing",
             "POST /api/assistant/byo/probe",
             "POST /api/assistant/byo/test",

@@ -137,12 +137,32 @@ async fn delete_session(State(api): St, Param(id): Param) -> ApiResult {
     Ok(Reply::ok(OkDoc { ok: true }))
 }
 
-/// The chat, ordered by (`sort_key`, `id`).
+/// The chat, ordered by (`sort_key`, `id`): without `limit` and `before`, every message (an
+/// array); with them, one page `{"items": [...], "next": "<path of the older page>" | null}`,
+/// the newest page first, oldest first within a page.
 #[utoipa::path(get, path = "/api/sessions/{session_id}/messages", tag = "messages",
-    params(("session_id" = String, Path)),
-    responses((status = 200, body = Vec<MessageView>), (status = 404, body = ErrorDoc)))]
-async fn list_messages(State(api): St, Param(id): Param) -> ApiResult {
+    params(("session_id" = String, Path),
+        ("limit" = Option<i64>, Query, description = "messages per page (1–500; default 100 with `before`)"),
+        ("before" = Option<i64>, Query, description = "the page before this message (the oldest `id` of the newer page)")),
+    responses((status = 200, body = MessagesAnswer), (status = 404, body = ErrorDoc),
+        (status = 400, body = ErrorDoc, description = "`invalid_limit`, `invalid_cursor` (`before` is not a message of the session)")))]
+async fn list_messages(State(api): St, Param(id): Param, uri: axum::http::Uri) -> ApiResult {
+    let q = super::archive::query(&uri);
+    if q.iter().any(|(k, _)| k == "limit" || k == "before") {
+        return Ok(Reply::ok(
+            super::archive::messages_page(&api, &id, &q).await?,
+        ));
+    }
     Ok(Reply::ok(api.conversation.messages(&id).await?))
+}
+
+/// `GET /api/sessions/{id}/messages`: the whole list, or one page of it.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // the document's shape; the route answers either form directly
+enum MessagesAnswer {
+    All(Vec<MessageView>),
+    Page(crate::archive::MessagePage),
 }
 
 /// Stores the user's message (then the assistant link sends it).

@@ -10,13 +10,17 @@
 //! - [`outbox`]: the generic, durable outbox: the oldest pending entry, its task id recorded
 //!   before the first attempt, retries with backoff under the same task id (also after a
 //!   restart), `sent` / `failed` recorded. It knows no transport.
+//! - `held`: entries a kind holds for a later send ([`Attempt::Held`]), settled by the kind.
 //! - [`Assistants`]: the manager (registered kinds, the active one, `PUT /api/assistant`).
 //! - [`providers`]: the data-only registry of kinds and the real peers they serve.
 //!
 //! The `incoming` kind (`POST /v1/incoming`) lives in [`crate::links`].
 
+mod held;
 pub mod outbox;
 pub mod providers;
+
+pub use held::HeldOutcome;
 
 use crate::clock::{fmt_time, SharedClock};
 use crate::conversation::{Conversation, CoreError, Outcome};
@@ -112,6 +116,12 @@ pub enum Attempt {
     Delivered(&'static str),
     /// The assistant already had this task id.
     Duplicate,
+    /// Taken by the kind for a later send (e.g. batched behind a run in flight; `how` is
+    /// logged): the entry stays pending in the store, does not block later entries and is not
+    /// retried on a timer. The kind settles it ([`AssistantContext::settle_held`]) or gives it
+    /// back ([`AssistantContext::release_held`]); after a restart, or when the active kind
+    /// changes, it is offered again. (A call's prelude or "call ended" counts as sent.)
+    Held(&'static str),
     /// Not now: try again under the same task id (`after` overrides the backoff, capped at 5 min).
     RetryAfter {
         code: &'static str,
@@ -246,6 +256,7 @@ pub struct AssistantContext {
     pub clock: SharedClock,
     pub(crate) wake: Notify,
     pub(crate) retry_now: Notify,
+    held: Mutex<held::HeldSet>,
     state_file: StateFile,
     state: Mutex<LinkState>,
 }
@@ -269,6 +280,7 @@ impl AssistantContext {
             clock,
             wake: Notify::new(),
             retry_now: Notify::new(),
+            held: Mutex::default(),
             state_file,
             state: Mutex::new(state),
         })
@@ -618,6 +630,8 @@ impl Assistants {
         save_active(&self.inner.ctx.data_dir, kind.kind())?;
         *self.inner.active.write().expect("active lock") = kind.clone();
         old.set_active(false);
+        // What the old kind held goes to the new one.
+        self.inner.ctx.release_held();
         kind.set_active(true);
         tracing::info!(
             kind = kind.kind(),

@@ -8,6 +8,8 @@
 //! - [`Attempt::RetryAfter`]: retried with backoff (the entry stays pending and carries a note
 //!   saying why);
 //! - [`Attempt::Delivered`] / [`Attempt::Duplicate`]: `sent`;
+//! - [`Attempt::Held`]: stays pending, skipped until the kind settles or releases it (see
+//!   `held`); a restart offers it again;
 //! - [`Attempt::Failed`]: the entry fails with the kind's code and sentence; only a user retry
 //!   gives it a new task id.
 
@@ -190,6 +192,10 @@ async fn next_job(a: &Assistants) -> Result<Option<Job>, CoreError> {
     } else {
         Vec::new()
     };
+    // Entries a kind holds wait for it (they still count as pending for their call).
+    let pending: Vec<(i64, Option<&str>)> =
+        rows.iter().map(|r| (r.id, r.task_id.as_deref())).collect();
+    let held = ctx.held_among(&pending);
     let transcript_pending = |call: &str| {
         let sid = format!("{INSIGHTS_PREFIX}{call}");
         rows.iter().any(|r| r.session_id == sid)
@@ -217,6 +223,9 @@ async fn next_job(a: &Assistants) -> Result<Option<Job>, CoreError> {
         .filter(|(call_id, _)| !transcript_pending(call_id))
         .collect();
     for row in rows {
+        if held.contains(&row.id) {
+            continue;
+        }
         match row.kind {
             MessageKind::User => return Ok(Some(Job::Row(row))),
             MessageKind::Transcript => {
@@ -388,7 +397,15 @@ async fn deliver_row(
         },
     };
     let kind = a.active();
+    let epoch = a.context().held_epoch();
     match kind.deliver(&entry).await {
+        Attempt::Held(how) => {
+            let held = a.context().hold(row.id, &task_id, epoch);
+            tracing::info!(row = row.id, task_id = %task_id, session_id = %row.session_id, kind = kind.kind(), how, held, "held by the assistant kind");
+            // (A note of an earlier retry stays until the kind settles it: writing the row
+            // here could undo a settlement that came first.)
+            Outcome::Done
+        }
         attempt @ (Attempt::Delivered(_) | Attempt::Duplicate) => {
             let how = match attempt {
                 Attempt::Delivered(how) => how,
@@ -470,7 +487,8 @@ async fn deliver_call_record(
 ) -> Outcome {
     let kind = a.active();
     match kind.deliver(entry).await {
-        Attempt::Delivered(_) | Attempt::Duplicate => {
+        // A once-only record has no row to keep pending: held is as good as sent.
+        Attempt::Delivered(_) | Attempt::Duplicate | Attempt::Held(_) => {
             settle(PreludeState::Sent);
             Outcome::Done
         }

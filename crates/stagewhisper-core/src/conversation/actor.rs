@@ -346,10 +346,9 @@ impl Actor {
 
     async fn ensure_index(&mut self, session_id: &str) -> Result<(), StoreError> {
         if !self.rules.index.touch(session_id) {
-            let rows = load::session_messages(&mut self.reader, session_id).await?;
-            self.rules
-                .index
-                .insert(session_id.to_string(), SessionIndex::from_rows(&rows));
+            let mut index = SessionIndex::default();
+            load::each_session_message(&mut self.reader, session_id, |row| index.add(row)).await?;
+            self.rules.index.insert(session_id.to_string(), index);
         }
         Ok(())
     }

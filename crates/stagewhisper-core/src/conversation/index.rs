@@ -103,17 +103,6 @@ pub(crate) type FastHash = foldhash::fast::RandomState;
 /// Sessions whose index stays in memory between batches.
 const INDEX_CACHE: usize = 64;
 
-impl SessionIndex {
-    /// The index of a session, from its stored rows (oldest first).
-    pub fn from_rows(rows: &[MessageRow]) -> SessionIndex {
-        let mut idx = SessionIndex::default();
-        for row in rows {
-            idx.add(row);
-        }
-        idx
-    }
-}
-
 /// The indexes in memory, by session, with the batch that last used each.
 #[derive(Debug, Default)]
 pub(crate) struct Indexes {

@@ -13,6 +13,12 @@
 //! recorded as `"<key>:user"` is not sent twice (the gateway forgets idempotency keys when it
 //! restarts, so a second `chat.send` would start a second run), and a reply that finished while
 //! the link was down is reported as a [`GatewayEvent::Final`] (the caller dedupes by key).
+//!
+//! [`GatewayHandle::watch`] adds a message this client did not send (the app sent it before a
+//! restart) whose reply is still missing: it is only looked up, never sent. On each connect its
+//! session's `chat.history` is read: a finished reply is reported as a backfilled `Final`, a run
+//! still going is followed (its live events, and `chat.history` again every
+//! [`WATCH_POLL`] for up to [`WATCH_FOR`]), a message the gateway does not have is dropped.
 
 use super::frames::{
     self, AgentStream, ChatAbortParams, ChatHistoryParams, ChatSendParams, ChatState, ClientInfo,
@@ -47,6 +53,10 @@ pub const BACKOFF_START: Duration = Duration::from_secs(1);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// How many history messages are read to reconcile a session after a reconnect.
 pub const HISTORY_LIMIT: u32 = 100;
+/// How often `chat.history` is read again for a watched message whose run still goes.
+pub const WATCH_POLL: Duration = Duration::from_secs(2);
+/// How long a watched message whose run still goes is looked up again.
+pub const WATCH_FOR: Duration = Duration::from_secs(600);
 
 // ------------------------------------------------------------------------------------------
 // Public types
@@ -264,6 +274,10 @@ enum Command {
         limit: u32,
         reply: oneshot::Sender<Result<History, GatewayError>>,
     },
+    Watch {
+        session_key: String,
+        key: String,
+    },
 }
 
 /// The caller's side of a running client. Dropping every handle stops the client.
@@ -313,6 +327,19 @@ impl GatewayHandle {
             .await
             .map_err(|_| GatewayError::Stopped)?;
         rx.await.map_err(|_| GatewayError::Stopped)?
+    }
+
+    /// Looks up the reply of a message sent before this client started (idempotency key `key`,
+    /// in `session_key`): reported as a backfilled [`GatewayEvent::Final`] once found, never
+    /// sent again. A key this client already knows is left as it is.
+    pub async fn watch(&self, session_key: &str, key: &str) -> Result<(), GatewayError> {
+        self.cmd
+            .send(Command::Watch {
+                session_key: session_key.to_string(),
+                key: key.to_string(),
+            })
+            .await
+            .map_err(|_| GatewayError::Stopped)
     }
 
     /// `chat.history` of a session.
@@ -406,6 +433,8 @@ enum EntryState {
     Queued,
     /// The gateway took it (`chat.send` answered, or found in history); waiting for its end.
     Sent,
+    /// Sent before this client started: only its reply is looked up (never sent).
+    Watch,
 }
 
 #[derive(Debug)]
@@ -413,8 +442,11 @@ struct Entry {
     session_key: String,
     text: String,
     state: EntryState,
-    /// The connection (see `Supervisor::epoch`) on which the gateway took it.
+    /// The connection (see `Supervisor::epoch`) on which the gateway took it (a watched one:
+    /// on which its run was last seen going).
     sent_on: u64,
+    /// A watched one: until when it is looked up again while its run goes.
+    watch_until: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -975,7 +1007,13 @@ impl Supervisor {
                 run_id: key.to_string(),
             });
         }
-        if reg.entries.contains_key(key) {
+        if let Some(e) = reg.entries.get_mut(key) {
+            if e.state == EntryState::Watch {
+                // Asked to send it after all: it is checked against history like any other.
+                e.text = text.to_string();
+                e.state = EntryState::Queued;
+                e.watch_until = None;
+            }
             return None;
         }
         reg.entries.insert(
@@ -985,6 +1023,7 @@ impl Supervisor {
                 text: text.to_string(),
                 state: EntryState::Queued,
                 sent_on: 0,
+                watch_until: None,
             },
         );
         reg.order.push(key.to_string());
@@ -993,8 +1032,34 @@ impl Supervisor {
         None
     }
 
+    /// Records a message to look up (see [`GatewayHandle::watch`]); `true` if it is new.
+    fn register_watch(&self, session_key: &str, key: &str) -> bool {
+        let mut reg = self.shared.reg();
+        if reg.done.contains(key) || reg.entries.contains_key(key) {
+            return false;
+        }
+        reg.entries.insert(
+            key.to_string(),
+            Entry {
+                session_key: session_key.to_string(),
+                text: String::new(),
+                state: EntryState::Watch,
+                sent_on: 0,
+                watch_until: Some(Instant::now() + WATCH_FOR),
+            },
+        );
+        reg.order.push(key.to_string());
+        reg.runs
+            .insert(key.to_string(), (session_key.to_string(), key.to_string()));
+        true
+    }
+
     fn offline_command(&self, cmd: Command) {
         match cmd {
+            // Looked up on the next connect.
+            Command::Watch { session_key, key } => {
+                self.register_watch(&session_key, &key);
+            }
             Command::Send {
                 session_key,
                 text,
@@ -1306,6 +1371,13 @@ impl Supervisor {
                     let _ = job.reply.send(Ok(SendOutcome::Queued));
                 }
             }
+            Command::Watch { session_key, key } => {
+                if self.register_watch(&session_key, &key) {
+                    // Looked up now (in order with the sends); nobody waits for the answer.
+                    let (reply, _) = oneshot::channel();
+                    let _ = jobs.send(SendJob { key, reply }).await;
+                }
+            }
             Command::Abort {
                 session_key,
                 run_id,
@@ -1401,7 +1473,7 @@ async fn send_worker(
     open: Vec<String>,
     mut jobs: mpsc::Receiver<SendJob>,
 ) {
-    let mut checked: HashMap<String, History> = HashMap::new();
+    let mut checked: HashMap<String, (Instant, History)> = HashMap::new();
     let lost = |r: &Result<SendOutcome, GatewayError>| {
         matches!(
             r,
@@ -1419,7 +1491,21 @@ async fn send_worker(
     }
     // Runs until the connection's job sender is dropped; once the connection is lost the
     // remaining messages stay queued for the next connection.
-    while let Some(job) = jobs.recv().await {
+    let mut poll = tokio::time::interval_at(Instant::now() + WATCH_POLL, WATCH_POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let job = tokio::select! {
+            job = jobs.recv() => match job {
+                Some(job) => job,
+                None => break,
+            },
+            _ = poll.tick(), if online => {
+                if watched::poll(&rpc, &shared, epoch).await.is_err() {
+                    online = false;
+                }
+                continue;
+            }
+        };
         if !online {
             let _ = job.reply.send(Ok(SendOutcome::Queued));
             continue;
@@ -1434,12 +1520,27 @@ async fn send_worker(
     }
 }
 
+/// A reply found in `chat.history`: the message is finished, its reply reported.
+async fn backfill(shared: &Shared, session_key: String, key: &str, text: String) {
+    tracing::info!(session = %session_key, "reply found in chat.history (backfill)");
+    shared.reg().finish(key);
+    shared
+        .emit(GatewayEvent::Final {
+            session_key,
+            run_id: key.to_string(),
+            idempotency_key: key.to_string(),
+            text,
+            backfilled: true,
+        })
+        .await;
+}
+
 /// Make sure the gateway has message `key` exactly once.
 async fn deliver(
     rpc: &Rpc,
     shared: &Shared,
     epoch: u64,
-    checked: &mut HashMap<String, History>,
+    checked: &mut HashMap<String, (Instant, History)>,
     key: &str,
 ) -> Result<SendOutcome, GatewayError> {
     let (session_key, text, state) = {
@@ -1459,24 +1560,22 @@ async fn deliver(
             }
         }
     };
-    if !checked.contains_key(&session_key) {
+    // A watched message may have been answered since the session was read on this connection.
+    let stale = |at: &Instant| state == EntryState::Watch && at.elapsed() > WATCH_POLL / 2;
+    if checked.get(&session_key).is_none_or(|(at, _)| stale(at)) {
         let h = rpc.history(&session_key, HISTORY_LIMIT).await?;
-        checked.insert(session_key.clone(), h);
+        checked.insert(session_key.clone(), (Instant::now(), h));
     }
-    let finding = checked[&session_key].find(key);
+    let finding = checked[&session_key].1.find(key);
+    if state == EntryState::Watch {
+        watched::found(shared, epoch, session_key, key, finding).await;
+        return Ok(SendOutcome::AlreadyKnown {
+            run_id: key.to_string(),
+        });
+    }
     match finding {
         HistoryFinding::Replied { text: reply } => {
-            tracing::info!(session = %session_key, "reply found in chat.history (backfill)");
-            shared.reg().finish(key);
-            shared
-                .emit(GatewayEvent::Final {
-                    session_key,
-                    run_id: key.to_string(),
-                    idempotency_key: key.to_string(),
-                    text: reply,
-                    backfilled: true,
-                })
-                .await;
+            backfill(shared, session_key, key, reply).await;
             return Ok(SendOutcome::AlreadyKnown {
                 run_id: key.to_string(),
             });
@@ -1557,3 +1656,4 @@ async fn deliver(
 
 #[cfg(test)]
 mod tests;
+mod watched;

@@ -23,6 +23,10 @@
 //! the gateway is down the outbox keeps it pending (the client also queues it and sends it on
 //! reconnect after checking `chat.history`, so it starts exactly one run). Replies come back
 //! through [`super::mapping`]. Stop: [`AssistantKind::abort`] → `chat.abort` of the session's run.
+//! Transcript turns batched behind an insights run are [`Attempt::Held`]: pending in the store
+//! until their batch is sent or refused (see [`super::mapping`]). Each time the client gets
+//! online, [`super::recover`] hands it the recently sent messages whose reply is missing, so a
+//! reply that finished while the app was down is backfilled once.
 
 use super::client::{
     validate_url, GatewayClient, GatewayError, GatewayHandle, GatewaySettings, GatewayStatus,
@@ -30,6 +34,7 @@ use super::client::{
 };
 use super::identity::DeviceTokenStore;
 use super::mapping::{self, Admit, RunKind, Runs};
+use super::recover;
 use crate::assistants::outbox::transcript_text;
 use crate::assistants::{AssistantContext, AssistantKind, Attempt, BoxFuture, KindError, Outgoing};
 use crate::http::Shutdown;
@@ -144,6 +149,10 @@ impl GatewayKind {
         if let Some(old) = self.inner.link.lock().expect("link lock").take() {
             old.stop.trigger();
         }
+        // What that client had queued for insights is gone with it: the held turns go back to
+        // the outbox, which offers them again (to the next client, or the next active kind).
+        self.inner.runs.lock().expect("runs lock").link_restarted();
+        self.inner.ctx.release_held();
     }
 
     /// (Re)starts the client with the saved settings (when active and configured).
@@ -179,6 +188,7 @@ impl GatewayKind {
             self.inner.generation.clone(),
             self.inner.generation.load(Ordering::SeqCst),
         );
+        let (runs, recover_handle) = (self.inner.runs.clone(), handle.clone());
         let on_status = move |st: &GatewayStatus| {
             if generation.load(Ordering::SeqCst) != mine {
                 return; // a client replaced by newer settings (or stopped)
@@ -187,6 +197,16 @@ impl GatewayKind {
             if st.state == LinkState::Online {
                 // Pending entries can go now.
                 status_ctx.retry_outbox_now();
+                // Replies that finished while the app (or the link) was down.
+                let (ctx, runs, handle, stored) = (
+                    status_ctx.clone(),
+                    runs.clone(),
+                    recover_handle.clone(),
+                    stored.clone(),
+                );
+                tokio::spawn(async move {
+                    recover::recover(&ctx, &runs, &handle, |s| stored.chat_key(s)).await;
+                });
             }
         };
         tokio::spawn(mapping::pump(
@@ -280,12 +300,14 @@ impl GatewayKind {
                 if kind != RunKind::Chat {
                     // A refused insights message must not hold up the call's next turns.
                     let next = self.inner.runs.lock().expect("runs lock").end_run(key);
-                    if let Some((next_key, gw, text)) = next {
-                        let handle = handle.clone();
+                    if let Some(batch) = next {
+                        let (ctx, runs, handle) = (
+                            self.inner.ctx.clone(),
+                            self.inner.runs.clone(),
+                            handle.clone(),
+                        );
                         tokio::spawn(async move {
-                            if let Err(e) = handle.send(&gw, &text, &next_key).await {
-                                tracing::warn!(code = e.code(), error = %e, "insights batch not sent");
-                            }
+                            mapping::send_batch(&ctx, &runs, &handle, batch).await;
                         });
                     }
                 }
@@ -591,7 +613,8 @@ impl GatewayKind {
             .expect("runs lock")
             .admit_insights(session_id, task_id, text);
         match admit {
-            Admit::Batched => Attempt::Delivered("batched"),
+            // Pending in the store until the batch is sent (see `mapping`).
+            Admit::Batched => Attempt::Held("batched"),
             Admit::Send => {
                 self.send(task_id, session_id, gateway_key, text, kind)
                     .await

@@ -14,9 +14,14 @@
 //! Insights: a call's prelude, then its transcript turns, go to that call's own gateway session.
 //! The prelude's reply is not an insight (dropped). One run is in flight per insights session:
 //! turns arriving meanwhile are batched and sent together as the next message when it ends.
+//! A batched turn is [`Attempt::Held`](crate::assistants::Attempt::Held): it stays pending in the
+//! store until the batch's `chat.send` is taken (`sent`: its answer, or the first event of its
+//! run when it waited for a reconnect) or refused (`failed`, visible and retryable); when the
+//! link restarts the kind releases what it held and the outbox offers it again, and after an app
+//! restart every still-pending turn is offered again — nothing batched lives only in memory.
 
-use super::client::{GatewayEvent, GatewayHandle, SendOutcome};
-use crate::assistants::AssistantContext;
+use super::client::{GatewayError, GatewayEvent, GatewayHandle, SendOutcome};
+use crate::assistants::{AssistantContext, HeldOutcome};
 use crate::protocol::{Callback, Status, StreamChunk};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -47,6 +52,10 @@ pub(crate) struct Run {
     part: u32,
     /// Registration order (the newest running chat run is the one Stop ends).
     seq: u64,
+    /// The held outbox entries (task ids) this run carries, until their delivery is settled.
+    held: Vec<String>,
+    /// Sent before this start and looked up again: not known to run until an event says so.
+    unconfirmed: bool,
 }
 
 /// One insights session (one call): the run in flight and the turns waiting for it.
@@ -63,6 +72,16 @@ pub(crate) struct Runs {
     runs: HashMap<String, Run>,
     seq: u64,
     insights: HashMap<String, InsightsQueue>,
+}
+
+/// Batched turns to send as one message: the run's key (the first turn's task id), the gateway
+/// session, the turns joined, and the held entries it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Batch {
+    pub key: String,
+    pub gateway_key: String,
+    pub text: String,
+    pub held: Vec<String>,
 }
 
 /// What [`Runs::admit_insights`] decided for a transcript turn.
@@ -87,14 +106,30 @@ impl Runs {
             streamed: String::new(),
             part: 0,
             seq,
+            held: Vec::new(),
+            unconfirmed: false,
         });
+    }
+
+    /// A chat message sent before this start whose reply is missing (see `recover`): its events
+    /// and backfilled reply map like any other; Stop sees it only once an event came.
+    pub fn register_recovered(&mut self, key: &str, app_session: &str, gateway_key: &str) {
+        if self.runs.contains_key(key) {
+            return;
+        }
+        self.register(key, app_session, gateway_key, RunKind::Chat);
+        if let Some(r) = self.runs.get_mut(key) {
+            r.unconfirmed = true;
+        }
     }
 
     /// The chat run of `app_session` that has not ended (the newest), if any.
     pub fn running_in(&self, app_session: &str) -> Option<(String, Run)> {
         self.runs
             .iter()
-            .filter(|(_, r)| r.app_session == app_session && !r.done && r.kind == RunKind::Chat)
+            .filter(|(_, r)| {
+                r.app_session == app_session && !r.done && !r.unconfirmed && r.kind == RunKind::Chat
+            })
             .max_by_key(|(_, r)| r.seq)
             .map(|(k, r)| (k.clone(), r.clone()))
     }
@@ -117,46 +152,61 @@ impl Runs {
         }
     }
 
-    /// A run ended: for an insights session, the batch that is to go out next (its key and the
-    /// turns joined), which becomes the run in flight.
-    fn end(&mut self, key: &str) -> Option<(Run, Option<(String, String)>)> {
+    /// Ends a run (it ended, or will not run: refused). For an insights session: the batch
+    /// that goes out next (the turns that waited, joined), registered as its run in flight.
+    pub fn end_run(&mut self, key: &str) -> Option<Batch> {
         let run = self.runs.get_mut(key)?;
         run.done = true;
         let run = run.clone();
-        let mut next = None;
-        if run.kind != RunKind::Chat {
-            if let Some(q) = self.insights.get_mut(&run.app_session) {
-                if q.in_flight.as_deref() == Some(key) {
-                    q.in_flight = None;
-                    if !q.batch.is_empty() {
-                        let batch = std::mem::take(&mut q.batch);
-                        let next_key = batch[0].0.clone();
-                        let text = batch
-                            .into_iter()
-                            .map(|(_, t)| t)
-                            .collect::<Vec<_>>()
-                            .join("\n");
-                        q.in_flight = Some(next_key.clone());
-                        next = Some((next_key, text));
-                    }
-                }
-            }
+        if run.kind == RunKind::Chat {
+            return None;
         }
-        Some((run, next))
-    }
-
-    /// Ends a run that will not run (refused): the batch that goes out instead, registered
-    /// (its key, gateway session key and text).
-    pub fn end_run(&mut self, key: &str) -> Option<(String, String, String)> {
-        let (run, next) = self.end(key)?;
-        let (next_key, text) = next?;
+        let q = self.insights.get_mut(&run.app_session)?;
+        if q.in_flight.as_deref() != Some(key) {
+            return None;
+        }
+        q.in_flight = None;
+        if q.batch.is_empty() {
+            return None;
+        }
+        let (held, texts): (Vec<String>, Vec<String>) =
+            std::mem::take(&mut q.batch).into_iter().unzip();
+        let next_key = held[0].clone();
+        q.in_flight = Some(next_key.clone());
         self.register(
             &next_key,
             &run.app_session,
             &run.gateway_key,
             RunKind::Insights,
         );
-        Some((next_key, run.gateway_key, text))
+        if let Some(r) = self.runs.get_mut(&next_key) {
+            r.held = held.clone();
+        }
+        Some(Batch {
+            key: next_key,
+            gateway_key: run.gateway_key,
+            text: texts.join("\n"),
+            held,
+        })
+    }
+
+    /// The held entries a run carries (once: they are settled by whoever takes them).
+    pub fn take_held(&mut self, key: &str) -> Vec<String> {
+        self.runs
+            .get_mut(key)
+            .map(|r| std::mem::take(&mut r.held))
+            .unwrap_or_default()
+    }
+
+    /// The link restarted: what it had in flight for insights is gone with it. The queues and
+    /// the unfinished insights runs are forgotten (the caller releases the held entries, and
+    /// the outbox offers them again); chat runs stay (their replies are looked up again).
+    pub fn link_restarted(&mut self) {
+        self.insights.clear();
+        self.runs.retain(|_, r| r.kind == RunKind::Chat || r.done);
+        for r in self.runs.values_mut() {
+            r.held.clear();
+        }
     }
 
     /// A session was deleted (or a call ended and its queue is empty).
@@ -186,37 +236,91 @@ pub(crate) async fn pump(
             on_status(st);
             continue;
         }
-        let (cbs, next) = map_event(&ctx, &runs, ev);
-        for cb in cbs {
+        let Mapped {
+            callbacks,
+            next,
+            settle,
+        } = map_event(&ctx, &runs, ev);
+        if let Some((held, how)) = settle {
+            settle_held(&ctx, &held, how).await;
+        }
+        for cb in callbacks {
             if let Err(e) = ctx.submit(cb).await {
                 tracing::warn!(error = %e, "gateway reply not stored");
             }
         }
-        if let Some((key, gateway_key, text)) = next {
+        if let Some(batch) = next {
             // The batched turns of an insights session, now that its run ended.
-            match handle.send(&gateway_key, &text, &key).await {
-                Ok(SendOutcome::Queued) => {
-                    tracing::debug!("insights batch waits for the gateway")
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(code = e.code(), error = %e, "insights batch not sent"),
-            }
+            send_batch(&ctx, &runs, &handle, batch).await;
         }
     }
 }
 
-type Next = Option<(String, String, String)>;
+async fn settle_held(ctx: &AssistantContext, held: &[String], how: HeldOutcome) {
+    if let Err(e) = ctx.settle_held(held, how).await {
+        // They stay pending (and held until the next start, which offers them again).
+        tracing::warn!(error = %e, "held transcript turns not settled");
+    }
+}
 
-/// One event → the callbacks to submit, and an insights batch to send next.
-pub(crate) fn map_event(
+/// Sends a batch of held turns; a refused one fails them (visibly: the user can retry them)
+/// and the session's next batch goes out instead.
+pub(crate) async fn send_batch(
     ctx: &AssistantContext,
     runs: &Mutex<Runs>,
-    ev: GatewayEvent,
-) -> (Vec<Callback>, Next) {
-    let mut guard = runs.lock().unwrap_or_else(|p| p.into_inner());
+    handle: &GatewayHandle,
+    batch: Batch,
+) {
+    let mut next = Some(batch);
+    while let Some(b) = next.take() {
+        let how = match handle.send(&b.gateway_key, &b.text, &b.key).await {
+            // Sent after the reconnect: the run's first event settles them.
+            Ok(SendOutcome::Queued) => {
+                tracing::debug!(turns = b.held.len(), "insights batch waits for the gateway");
+                continue;
+            }
+            Ok(_) => HeldOutcome::Sent,
+            // The link stopped: the kind released what it held (offered again).
+            Err(GatewayError::Stopped) => continue,
+            Err(e) => {
+                tracing::warn!(code = e.code(), error = %e, "insights batch refused");
+                next = lock(runs).end_run(&b.key);
+                HeldOutcome::Failed {
+                    code: "gateway_rejected",
+                    message: format!("Not sent: the OpenClaw gateway refused these turns ({e})."),
+                }
+            }
+        };
+        let held = lock(runs).take_held(&b.key);
+        settle_held(ctx, &held, how).await;
+    }
+}
+
+fn lock(runs: &Mutex<Runs>) -> std::sync::MutexGuard<'_, Runs> {
+    runs.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What one event comes to.
+pub(crate) struct Mapped {
+    /// To submit to the conversation.
+    pub callbacks: Vec<Callback>,
+    /// An insights batch to send next.
+    pub next: Option<Batch>,
+    /// Held entries the run carried, and how they went (its first event: taken).
+    pub settle: Option<(Vec<String>, HeldOutcome)>,
+}
+
+/// One event → the callbacks to submit, an insights batch to send next, held entries to settle.
+pub(crate) fn map_event(ctx: &AssistantContext, runs: &Mutex<Runs>, ev: GatewayEvent) -> Mapped {
+    let mut mapped = Mapped {
+        callbacks: Vec::new(),
+        next: None,
+        settle: None,
+    };
+    let mut guard = lock(runs);
     let runs = &mut *guard;
     let key = match &ev {
-        GatewayEvent::Status(_) => return (Vec::new(), None),
+        GatewayEvent::Status(_) => return mapped,
         GatewayEvent::Typing { run_id, .. }
         | GatewayEvent::Draft { run_id, .. }
         | GatewayEvent::Aborted { run_id, .. }
@@ -227,8 +331,24 @@ pub(crate) fn map_event(
     };
     let Some(run) = runs.runs.get_mut(&key) else {
         tracing::debug!(run = %key, "gateway event of a run this app did not start");
-        return (Vec::new(), None);
+        return mapped;
     };
+    run.unconfirmed = false;
+    if !run.held.is_empty() {
+        let held = std::mem::take(&mut run.held);
+        mapped.settle = Some(match &ev {
+            GatewayEvent::Error { code, message, .. } => (
+                held,
+                HeldOutcome::Failed {
+                    code: "gateway_error",
+                    message: format!(
+                        "The OpenClaw gateway could not answer these turns ({code}: {message})."
+                    ),
+                },
+            ),
+            _ => (held, HeldOutcome::Sent),
+        });
+    }
     let mut out = Vec::new();
     let prelude = run.kind == RunKind::Prelude;
     let terminal = matches!(
@@ -286,14 +406,14 @@ pub(crate) fn map_event(
             }
         }
     }
-    let mut next = None;
     if terminal {
         let ended_now = runs.runs.get(&key).is_some_and(|r| !r.done);
         if ended_now {
-            next = runs.end_run(&key);
+            mapped.next = runs.end_run(&key);
         }
     }
-    (out, next)
+    mapped.callbacks = out;
+    mapped
 }
 
 /// A cumulative draft → stream parts: the new tail as a delta, or (when the text is not an

@@ -9,7 +9,8 @@
 //!   [`GatewayEvent`]s a conversation consumes.
 //!
 //! - [`kind`]: the assistant kind `openclaw-gateway` on top of the client; its `mapping` module
-//!   turns [`GatewayEvent`]s into the same callbacks the other kinds submit.
+//!   turns [`GatewayEvent`]s into the same callbacks the other kinds submit, and [`recover`]
+//!   looks up the replies that finished while the app was down.
 //!
 //! The client knows nothing of the conversation model: the kind maps [`GatewayEvent`]s onto it
 //! and the conversation dedupes finals by message id (`gw:<idempotency key>`).
@@ -19,6 +20,7 @@ pub mod frames;
 pub mod identity;
 pub mod kind;
 mod mapping;
+pub mod recover;
 
 pub use client::{
     GatewayClient, GatewayError, GatewayEvent, GatewayHandle, GatewaySettings, GatewayStatus,

@@ -24,17 +24,20 @@ pub async fn open_drafts(conn: &mut SqliteConnection) -> Result<Vec<MessageRow>,
     Ok(rows.iter().map(message_from_row).collect())
 }
 
-/// Every row of a session (for its in-memory dedupe index).
-pub async fn session_messages(
+/// Every row of a session, oldest first, handed to `each` one at a time as they are read (for its
+/// in-memory dedupe index): only the index grows with the session, never a copy of its rows.
+pub async fn each_session_message(
     conn: &mut SqliteConnection,
     session_id: &str,
-) -> Result<Vec<MessageRow>, StoreError> {
+    mut each: impl FnMut(&MessageRow),
+) -> Result<(), StoreError> {
+    use futures_util::TryStreamExt;
     let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY id");
-    let rows = sqlx::query(&sql)
-        .bind(session_id)
-        .fetch_all(&mut *conn)
-        .await?;
-    Ok(rows.iter().map(message_from_row).collect())
+    let mut rows = sqlx::query(&sql).bind(session_id).fetch(&mut *conn);
+    while let Some(r) = rows.try_next().await? {
+        each(&message_from_row(&r));
+    }
+    Ok(())
 }
 
 /// One row by id, as the writer's transaction sees it.

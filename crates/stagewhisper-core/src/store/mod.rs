@@ -30,6 +30,7 @@ use tokio::sync::Notify;
 
 pub mod load;
 mod raw;
+pub mod search;
 pub mod writer;
 pub use raw::{Param, RawConn, RawError};
 
@@ -284,6 +285,39 @@ impl Store {
             "SELECT {MESSAGE_COLUMNS} FROM messages WHERE delivery = 'pending' ORDER BY id"
         );
         let rows = sqlx::query(&sql).fetch_all(&self.read).await?;
+        Ok(rows.iter().map(message_from_row).collect())
+    }
+
+    /// User messages delivered (`sent`) at or after `since` (RFC 3339, as `received_at` is
+    /// stored) that have no settled reply yet (no non-draft assistant or error entry answering
+    /// them), in sessions not deleted: newest first, at most `limit`, with ids within `scan`
+    /// of the newest (a bounded scan). An assistant kind looks their replies up after a
+    /// restart.
+    pub async fn sent_without_reply(
+        &self,
+        since: &str,
+        scan: i64,
+        limit: i64,
+    ) -> Result<Vec<MessageRow>, StoreError> {
+        let sql = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages AS m \
+             WHERE m.id > (SELECT COALESCE(MAX(id), 0) FROM messages) - ? \
+               AND m.kind = 'user' AND m.delivery = 'sent' AND m.received_at >= ? \
+               AND m.message_id IS NOT NULL \
+               AND EXISTS (SELECT 1 FROM sessions s \
+                           WHERE s.session_id = m.session_id AND s.deleted_at IS NULL) \
+               AND NOT EXISTS (SELECT 1 FROM messages r \
+                               WHERE r.session_id = m.session_id \
+                                 AND r.user_message_id = m.message_id \
+                                 AND r.kind IN ('assistant', 'error') AND r.draft = 0) \
+             ORDER BY m.id DESC LIMIT ?"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(scan)
+            .bind(since)
+            .bind(limit)
+            .fetch_all(&self.read)
+            .await?;
         Ok(rows.iter().map(message_from_row).collect())
     }
 

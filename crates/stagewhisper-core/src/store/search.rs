@@ -1,0 +1,350 @@
+//! The reads behind search, paging and export: the full-text index (`messages_fts`, migration
+//! 0006, kept by triggers in the writer's transactions), one page of a session's messages, and
+//! a read-only open of the database for the export command (no migrations, no writer).
+
+use super::{message_from_row, Store, StoreError, MESSAGE_COLUMNS, READ_CACHE_KIB};
+use crate::model::MessageRow;
+use sqlx::sqlite::SqlitePoolOptions;
+use sqlx::Row;
+use std::path::Path;
+
+/// One stored row that matches a search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchRow {
+    pub id: i64,
+    /// The row's own session (a chat, or `insights:<chat>`).
+    pub session_id: String,
+    pub kind: String,
+    pub received_at: String,
+    pub occurred_at: Option<String>,
+    pub sort_key: i64,
+    /// The chat session's title and start (the call's, for an insight or a transcript turn).
+    pub title: Option<String>,
+    pub is_call: bool,
+    pub created_at: String,
+    /// The matched text around the hits, hits between [`HIT_OPEN`] and [`HIT_CLOSE`].
+    pub snippet: String,
+}
+
+/// Marks the start of a hit in [`SearchRow::snippet`] (a control character no text is shown with).
+pub const HIT_OPEN: char = '\u{2}';
+/// Marks the end of a hit.
+pub const HIT_CLOSE: char = '\u{3}';
+
+impl Store {
+    /// Opens an existing database read-only: no migrations, no writer, no checkpoints (the
+    /// export command reads a data dir, whether the app runs on it or not).
+    pub async fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let read = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                super::base_options(path)
+                    .read_only(true)
+                    .pragma("cache_size", READ_CACHE_KIB),
+            )
+            .await?;
+        Ok(Store {
+            read,
+            path: path.to_path_buf(),
+            checkpoint: Default::default(),
+        })
+    }
+
+    /// Newest first: the rows of live sessions matching `fts_query` (an FTS5 query the caller
+    /// built from quoted terms), at most `limit`. A user message sent to an insights session is
+    /// not an insight and stays out.
+    pub async fn search(&self, fts_query: &str, limit: i64) -> Result<Vec<SearchRow>, StoreError> {
+        let open = HIT_OPEN.to_string();
+        let close = HIT_CLOSE.to_string();
+        let rows = sqlx::query(
+            "SELECT m.id, m.session_id, m.kind, m.received_at, m.occurred_at, m.sort_key, \
+                    s.title, s.is_call, s.created_at, \
+                    snippet(messages_fts, 0, ?, ?, '…', 16) \
+             FROM messages_fts f \
+             JOIN messages m ON m.id = f.rowid \
+             JOIN sessions s ON s.session_id = \
+                 CASE WHEN m.session_id LIKE 'insights:%' THEN substr(m.session_id, 10) \
+                      ELSE m.session_id END \
+             WHERE messages_fts MATCH ? AND s.deleted_at IS NULL AND s.kind = 'chat' \
+               AND NOT (m.session_id LIKE 'insights:%' AND m.kind = 'user') \
+             ORDER BY f.rowid DESC LIMIT ?",
+        )
+        .bind(open)
+        .bind(close)
+        .bind(fts_query)
+        .bind(limit)
+        .fetch_all(&self.read)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| SearchRow {
+                id: r.get(0),
+                session_id: r.get(1),
+                kind: r.get(2),
+                received_at: r.get(3),
+                occurred_at: r.get(4),
+                sort_key: r.get(5),
+                title: r.get(6),
+                is_call: r.get::<i64, _>(7) != 0,
+                created_at: r.get(8),
+                snippet: r.get(9),
+            })
+            .collect())
+    }
+
+    /// The shown (not hidden) rows of a session before `before` (a `(sort_key, id)` position,
+    /// exclusive; `None`: from the newest), newest first, at most `limit`.
+    pub async fn messages_before(
+        &self,
+        session_id: &str,
+        before: Option<(i64, i64)>,
+        limit: i64,
+    ) -> Result<Vec<MessageRow>, StoreError> {
+        let (sort_key, id) = before.unwrap_or((i64::MAX, i64::MAX));
+        let sql = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND hidden = 0 \
+             AND (sort_key, id) < (?, ?) ORDER BY sort_key DESC, id DESC LIMIT ?"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(session_id)
+            .bind(sort_key)
+            .bind(id)
+            .bind(limit)
+            .fetch_all(&self.read)
+            .await?;
+        Ok(rows.iter().map(message_from_row).collect())
+    }
+
+    /// The `(sort_key, id)` position of a row of `session_id`, if it is one of its rows.
+    pub async fn position(
+        &self,
+        session_id: &str,
+        id: i64,
+    ) -> Result<Option<(i64, i64)>, StoreError> {
+        let row = sqlx::query("SELECT sort_key, id FROM messages WHERE id = ? AND session_id = ?")
+            .bind(id)
+            .bind(session_id)
+            .fetch_optional(&self.read)
+            .await?;
+        Ok(row.map(|r| (r.get(0), r.get(1))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The index on a real SQLite file: migration 0006 indexes an existing database, and the
+    //! triggers keep it equal to the rows it covers through the writer's own ops.
+    use super::super::writer::commit;
+    use super::super::{Durability, Op, RawConn, SessionRecord};
+    use super::*;
+    use crate::model::MessageKind;
+    use sqlx::sqlite::SqliteConnectOptions;
+    use sqlx::{ConnectOptions, Connection};
+
+    fn row(id: i64, session: &str, kind: MessageKind, text: &str) -> MessageRow {
+        MessageRow {
+            id,
+            session_id: session.into(),
+            kind,
+            text: text.into(),
+            message_id: Some(format!("m{id}")),
+            task_id: None,
+            user_message_id: None,
+            scope: None,
+            error_code: None,
+            occurred_at: None,
+            received_at: "2026-11-29T12:00:00Z".into(),
+            sort_key: id,
+            draft: false,
+            hidden: false,
+            content_key: None,
+            draft_key: None,
+            speaker: None,
+            delivery: None,
+            delivery_error: None,
+            permission: None,
+        }
+    }
+
+    async fn ids(store: &Store, q: &str) -> Vec<i64> {
+        let mut v: Vec<i64> = store
+            .search(q, 100)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[tokio::test]
+    async fn the_migration_indexes_old_rows_and_the_writer_keeps_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("migrations");
+        std::fs::create_dir(&old).unwrap();
+        for f in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap() {
+            let f = f.unwrap();
+            let name = f.file_name().into_string().unwrap();
+            if name.as_str() < "0006" {
+                std::fs::copy(f.path(), old.join(&name)).unwrap();
+            }
+        }
+        let path = dir.path().join("t.db");
+        let mut conn = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .connect()
+            .await
+            .unwrap();
+        sqlx::migrate::Migrator::new(old.as_path())
+            .await
+            .unwrap()
+            .run(&mut conn)
+            .await
+            .unwrap();
+        sqlx::raw_sql(
+            "INSERT INTO sessions (session_id, kind, is_call, title, created_at) VALUES \
+               ('c', 'chat', 1, 'old call', '2026-11-29T12:00:00Z'), \
+               ('insights:c', 'insights', 0, NULL, '2026-11-29T12:00:00Z'); \
+             INSERT INTO messages (id, session_id, kind, text, received_at, sort_key, draft, hidden) VALUES \
+               (1, 'c', 'assistant', 'an old walrus reply', '2026-11-29T12:00:00Z', 1, 0, 0), \
+               (2, 'c', 'assistant', 'a walrus draft', '2026-11-29T12:00:00Z', 2, 1, 0), \
+               (3, 'c', 'notice', 'walrus notice', '2026-11-29T12:00:00Z', 3, 0, 0), \
+               (4, 'c', 'user', 'hidden walrus', '2026-11-29T12:00:00Z', 4, 0, 1), \
+               (5, 'insights:c', 'transcript', 'walrus said aloud', '2026-11-29T12:00:00Z', 5, 0, 0), \
+               (6, 'insights:c', 'user', 'walrus prompt', '2026-11-29T12:00:00Z', 6, 0, 0);",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+
+        let (store, mut writer) = Store::open(&path, Durability::Crash).await.unwrap();
+        // Final, shown user/assistant/transcript rows only; not a user prompt to insights.
+        assert_eq!(ids(&store, "\"walrus\"").await, [1, 5]);
+        let hits = store.search("\"walrus\"", 10).await.unwrap();
+        assert_eq!(hits[0].title.as_deref(), Some("old call"));
+        assert!(hits[0]
+            .snippet
+            .contains(&format!("{HIT_OPEN}walrus{HIT_CLOSE}")));
+
+        let mut locked = writer.lock_handle().await.unwrap();
+        // SAFETY: the connection is locked for the whole use of `db` and used by nothing else.
+        let mut db = unsafe { RawConn::new(locked.as_raw_handle()) };
+        let mut draft = row(7, "c", MessageKind::Assistant, "a streaming narwhal");
+        draft.draft = true;
+        let ops = [
+            Op::InsertSession(SessionRecord {
+                session_id: "d".into(),
+                kind: "chat".into(),
+                is_call: false,
+                call_id: None,
+                title: None,
+                created_at: "2026-11-29T12:00:00Z".into(),
+                ended_at: None,
+                deleted_at: None,
+            }),
+            Op::InsertMessage {
+                row: row(8, "d", MessageKind::User, "narwhal and walrus"),
+                logged: false,
+            },
+            Op::InsertMessage {
+                row: draft.clone(),
+                logged: false,
+            },
+        ];
+        commit(&mut db, &ops.iter().collect::<Vec<_>>()).unwrap();
+        assert_eq!(
+            ids(&store, "\"narwhal\"").await,
+            [8],
+            "a draft is not indexed"
+        );
+        // The draft settles with other text: indexed as it ends up.
+        let settled = MessageRow {
+            draft: false,
+            text: "the final narwhal answer".into(),
+            ..draft
+        };
+        commit(&mut db, &[&Op::UpdateMessage(settled.clone())]).unwrap();
+        assert_eq!(ids(&store, "\"narwhal\"").await, [7, 8]);
+        assert_eq!(ids(&store, "\"streaming\"").await, Vec::<i64>::new());
+        // A delivery update rewrites the row without changing what is indexed.
+        let delivered = MessageRow {
+            delivery: Some("sent".into()),
+            ..row(8, "d", MessageKind::User, "narwhal and walrus")
+        };
+        commit(&mut db, &[&Op::UpdateMessage(delivered)]).unwrap();
+        assert_eq!(ids(&store, "\"walrus\"").await, [1, 5, 8]);
+        commit(&mut db, &[&Op::DeleteMessage(7)]).unwrap();
+        assert_eq!(ids(&store, "\"narwhal\"").await, [8]);
+        commit(
+            &mut db,
+            &[&Op::DeleteSessions {
+                ids: vec!["c".into(), "insights:c".into()],
+                at: "2026-11-29T13:00:00Z".into(),
+                events_before: 1_000,
+            }],
+        )
+        .unwrap();
+        assert_eq!(ids(&store, "\"walrus\"").await, [8]);
+        // Nothing is left in the index that has no row (an external-content index cannot
+        // tell by itself): every indexed rowid is a row.
+        drop(db);
+        drop(locked);
+        let orphans: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM messages_fts f WHERE messages_fts MATCH '\"walrus\" OR \"narwhal\"' \
+             AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = f.rowid)",
+        )
+        .fetch_one(&mut writer)
+        .await
+        .unwrap();
+        assert_eq!(orphans, 0);
+    }
+
+    #[tokio::test]
+    async fn pages_walk_back_by_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, mut writer) = Store::open(&dir.path().join("t.db"), Durability::Crash)
+            .await
+            .unwrap();
+        let mut locked = writer.lock_handle().await.unwrap();
+        // SAFETY: as above.
+        let mut db = unsafe { RawConn::new(locked.as_raw_handle()) };
+        // Sort keys out of id order, a hidden row, a row of another session.
+        let mut ops = Vec::new();
+        for (id, sort_key) in [(1, 10), (2, 30), (3, 20), (4, 40), (5, 50)] {
+            let mut r = row(id, "s", MessageKind::Assistant, "x");
+            r.sort_key = sort_key;
+            r.hidden = id == 4;
+            ops.push(Op::InsertMessage {
+                row: r,
+                logged: false,
+            });
+        }
+        ops.push(Op::InsertMessage {
+            row: row(6, "t", MessageKind::Assistant, "x"),
+            logged: false,
+        });
+        commit(&mut db, &ops.iter().collect::<Vec<_>>()).unwrap();
+        let page = |before, limit| {
+            let store = store.clone();
+            async move {
+                store
+                    .messages_before("s", before, limit)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.id)
+                    .collect::<Vec<i64>>()
+            }
+        };
+        assert_eq!(page(None, 2).await, [5, 2]);
+        let at = store.position("s", 2).await.unwrap();
+        assert_eq!(at, Some((30, 2)));
+        assert_eq!(page(at, 10).await, [3, 1]);
+        assert_eq!(store.position("s", 6).await.unwrap(), None);
+        drop(db);
+        drop(locked);
+    }
+}

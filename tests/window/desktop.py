@@ -1,0 +1,440 @@
+#!/usr/bin/env python3
+"""Real-window test of the desktop extras (overlay, global shortcut, notifications, one instance,
+links, window places) under Xvfb, on a private session bus.
+
+    python3 tests/window/desktop.py --bin PATH   # an already built `stagewhisper`
+
+Re-runs itself under `dbus-run-session` (a private session bus) with a small notification server
+(notification_server.py, Debian's python3-dbus + python3-gi) owning `org.freedesktop.Notifications`.
+Needs xvfb, xdotool, x11-utils (xwininfo, xprop), imagemagick, webkit2gtk-driver, tauri-driver.
+
+1. Direct launch, light theme: a call started through the control API opens the overlay by
+   itself (the default setting); the overlay window is mapped with `_NET_WM_STATE_ABOVE`;
+   an insight posted by a callback is painted; a message typed into the overlay's input (real
+   key presses through xdotool) reaches the call; the global shortcut (Ctrl+Shift+Space, sent
+   with xdotool) hides and shows it again; with no app window focused, an insight raises a
+   `Notify` call on the bus (seen by the server), and none while the server says `Inhibited`
+   (Do-Not-Disturb); a second launch exits 0 without a window and the first one focuses its
+   own; closing the main window ends the app (exit 0) although the overlay is open.
+2. Direct launch again, dark theme (GTK_THEME=Adwaita:dark): the main window comes back where
+   it was moved to in part 1 (window-state plugin); the shortcut opens the overlay; screenshot.
+3. WebDriver (tauri-driver): the overlay's page (the session's second window) has an insight
+   posted by a callback in its DOM and sends a message typed into its input; a link in an
+   assistant message, clicked, goes to the system browser (a recording `xdg-open` first on the
+   PATH) and the page stays where it was; Settings → Desktop refuses a bad shortcut and puts a
+   new one in force (saved in the data folder's desktop.json).
+
+Screenshots: tests/artifacts/overlay-light.png, overlay-dark.png (the overlay's part of the
+display). Every wait is bounded; the whole run by --timeout. Exit status 0 = pass.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import run as w  # noqa: E402  (the helpers of the main window test)
+
+ROOT = HERE.parents[1]
+MAIN_TITLE = "StageWhisper"
+OVERLAY_TITLE = "StageWhisper overlay"
+SYSTEM_PYTHON = "/usr/bin/python3"
+Fail = w.Fail
+log = w.log
+
+
+def x(env, *args, check=True):
+    return subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=20, check=check).stdout
+
+
+def window_id(env, title):
+    """The app's X window with exactly this name (WM_NAME), or None. GTK also names its 10×10
+    unmapped client-leader window so: the largest one is the real one."""
+    ids = window_ids(env, title)
+    if not ids:
+        return None
+    return max(ids, key=lambda i: (lambda g: g[2] * g[3])(geometry(env, i)))
+
+
+def window_ids(env, title):
+    return [int(i) for i in x(env, "xdotool", "search", "--name", f"^{re.escape(title)}$", check=False).split()]
+
+
+def geometry(env, wid):
+    info = x(env, "xwininfo", "-id", str(wid))
+    g = {k: int(re.search(rf"{k}:\s+(-?\d+)", info).group(1)) for k in ("Absolute upper-left X", "Absolute upper-left Y", "Width", "Height")}
+    mapped = re.search(r"Map State:\s+(\w+)", info).group(1)
+    return g["Absolute upper-left X"], g["Absolute upper-left Y"], g["Width"], g["Height"], mapped
+
+
+def mapped(env, title):
+    wid = window_id(env, title)
+    return wid is not None and geometry(env, wid)[4] == "IsViewable"
+
+
+def unmapped(env, title):
+    wid = window_id(env, title)
+    return wid is None or geometry(env, wid)[4] != "IsViewable"
+
+
+def shot_of(env, wid, path):
+    """The display's picture cropped to the window; returns the crop's contrast (0 = blank)."""
+    x0, y0, wd, ht, _ = geometry(env, wid)
+    full = path.with_suffix(".full.png")
+    subprocess.run(["import", "-window", "root", str(full)], env=env, check=True, timeout=30, capture_output=True)
+    subprocess.run(["convert", str(full), "-crop", f"{wd}x{ht}+{x0}+{y0}", "+repage", str(path)], check=True, timeout=30)
+    full.unlink()
+    out = subprocess.run(["convert", str(path), "-format", "%[fx:standard_deviation] %[fx:mean]", "info:"], check=True, timeout=30, capture_output=True, text=True).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def post(ready, session_id, text):
+    w.post_callback(ready, session_id, text)
+
+
+class App:
+    """A direct launch of the binary (window mode), its ready line and its log."""
+
+    def __init__(self, binary, data, env, procs, tmp, name):
+        self.err_path = tmp / f"{name}.stderr"
+        with open(self.err_path, "wb") as err:
+            self.proc = procs.start([str(binary), "--data-dir", str(data)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env)
+        line, self.rest = w.read_line(self.proc, 60)
+        self.ready = json.loads(line)
+        self.wait_log("window open", 30)
+
+    def log_text(self):
+        return self.err_path.read_text(errors="replace")
+
+    def wait_log(self, needle, timeout, after=0):
+        return w.wait_for(f"`{needle}` in the app's log", lambda: needle in self.log_text()[after:], timeout)
+
+    def api(self, method, path, body=None):
+        return w.http(method, f"{self.ready['ui_url']}{path.lstrip('/')}", body, token=self.ready["ui_token"])
+
+    def close(self, display):
+        w.close_window(display, MAIN_TITLE)
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            raise Fail("the app did not exit within 30 s of its main window being closed") from None
+        if code != 0:
+            raise Fail(f"exit status {code} after closing the main window:\n{self.log_text()[-3000:]}")
+
+
+def notify_calls(path):
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def set_inhibited(env, value):
+    x(env, "dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+      "test.stagewhisper.Control.SetInhibited", f"boolean:{'true' if value else 'false'}")
+
+
+def part_overlay(binary, env, tmp, procs, display, artifacts, calls_path):
+    log("1/3 overlay, shortcut, notifications, one instance (light theme)")
+    data = tmp / "data"
+    app = App(binary, data, env, procs, tmp, "light")
+    if window_id(env, OVERLAY_TITLE) and mapped(env, OVERLAY_TITLE):
+        raise Fail("the overlay is on screen before any call")
+
+    status, call = app.api("POST", "/api/calls", {"title": "Overlay test"})
+    if status != 201:
+        raise Fail(f"create call: {status} {call}")
+    sid = call["session_id"]
+    w.wait_for("the overlay to open at call start", lambda: mapped(env, OVERLAY_TITLE), 20)
+    ov = window_id(env, OVERLAY_TITLE)
+    state = x(env, "xprop", "-id", str(ov), "_NET_WM_STATE")
+    if "_NET_WM_STATE_ABOVE" not in state:
+        raise Fail(f"the overlay is not marked always-on-top: {state.strip()}")
+    log(f"   call start → overlay mapped, {state.strip()}: ok")
+
+    shot = artifacts / "overlay-light.png"
+    w.wait_for("the overlay to paint its page", lambda: shot_of(env, ov, shot)[0] > 0.02, 30, 0.5)
+    time.sleep(2)
+    empty = shot_of(env, ov, shot)[0]
+    text = f"Overlay {uuid.uuid4().hex[:6]}: ask who signs off the budget."
+    post(app.ready, f"insights:{sid}", text)
+    st, ins = app.api("GET", f"/api/sessions/{sid}/insights")
+    if st != 200 or not any(i.get("text") == text for i in ins):
+        raise Fail(f"the insight was not stored: {st} {ins}")
+    x0, y0, wd, ht, _ = geometry(env, ov)
+    nudge = iter(range(10**6))
+
+    def painted():
+        # Under Xvfb (no compositor, no window manager) WebKit repaints a window that is not
+        # focused only on input: the pointer moves over it. The DOM side is checked through
+        # WebDriver in part 3.
+        x(env, "xdotool", "mousemove", str(x0 + 100 + next(nudge) % 2), str(y0 + 120))
+        return abs(shot_of(env, ov, shot)[0] - empty) > 0.005
+
+    w.wait_for("the overlay to paint the insight", painted, 30, 0.5)
+    time.sleep(1)
+    std, mean = shot_of(env, ov, shot)
+    if mean < 0.5:
+        raise Fail(f"the light overlay is dark (mean {mean:.2f})")
+    log(f"   screenshot {shot} (contrast {std:.3f}, mean {mean:.2f})")
+
+    # A message typed into the overlay: click its input (bottom of the window), type, Enter.
+    x(env, "xdotool", "mousemove", str(x0 + 40), str(y0 + ht - 24), "click", "1")
+    # What a window manager does on a click: give the window the keyboard focus.
+    x(env, "xdotool", "windowfocus", "--sync", str(ov))
+    said = f"overlay says {uuid.uuid4().hex[:6]}"
+    x(env, "xdotool", "type", "--delay", "20", said)
+    x(env, "xdotool", "key", "Return")
+
+    def sent():
+        st, msgs = app.api("GET", f"/api/sessions/{sid}/messages")
+        return st == 200 and any(m.get("kind") == "user" and m.get("text") == said for m in msgs)
+
+    w.wait_for("the message typed into the overlay to reach the call", sent, 20)
+    log("   typed into the overlay's input → user message in the call: ok")
+
+    # The global shortcut hides and shows the overlay.
+    x(env, "xdotool", "key", "ctrl+shift+space")
+    w.wait_for("the shortcut to hide the overlay", lambda: unmapped(env, OVERLAY_TITLE), 10)
+    x(env, "xdotool", "key", "ctrl+shift+space")
+    w.wait_for("the shortcut to show the overlay again", lambda: mapped(env, OVERLAY_TITLE), 10)
+    log("   Ctrl+Shift+Space (xdotool) → hidden → shown: ok")
+
+    # Notifications while no window of the app has the focus (the pointer on the bare root
+    # window: without a window manager the focus follows the pointer).
+    x(env, "xdotool", "mousemove", "1279", "799")
+    time.sleep(0.5)
+    before = len(notify_calls(calls_path))
+    note = f"Notify {uuid.uuid4().hex[:6]}: they mentioned a competitor."
+    post(app.ready, f"insights:{sid}", note)
+    got = w.wait_for("a Notify call for the insight", lambda: [c for c in notify_calls(calls_path)[before:] if note in c["body"]], 20)
+    log(f"   unfocused → Notify on the session bus: {got[0]['summary']!r} / {got[0]['body']!r}: ok")
+
+    set_inhibited(env, True)
+    mark = len(app.log_text())
+    quiet = f"Quiet {uuid.uuid4().hex[:6]}: nothing during DND."
+    post(app.ready, f"insights:{sid}", quiet)
+    app.wait_log("Do-Not-Disturb: no notification", 20, after=mark)
+    if any(quiet in c["body"] for c in notify_calls(calls_path)):
+        raise Fail("a notification came while the server said Inhibited")
+    set_inhibited(env, False)
+    log("   Inhibited (Do-Not-Disturb) → no Notify: ok")
+
+    # Move the main window, so that part 2 can see its place kept.
+    main = window_id(env, MAIN_TITLE)
+    x(env, "xdotool", "windowmove", str(main), "37", "29")
+    w.wait_for("the main window to move", lambda: geometry(env, main)[:2] == (37, 29), 10)
+
+    # A second launch: no second window, the first one is focused, exit 0.
+    mark = len(app.log_text())
+    windows_before = sorted(window_ids(env, MAIN_TITLE))
+    second = procs.start([str(binary), "--data-dir", str(tmp / "other-data")], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        out, err = second.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        raise Fail("the second launch is still running after 30 s") from None
+    if second.returncode != 0:
+        raise Fail(f"the second launch exited {second.returncode}: {err.decode(errors='replace')[-2000:]}")
+    if out.strip():
+        raise Fail(f"the second launch printed on stdout: {out!r}")
+    app.wait_log("main window focused", 20, after=mark)
+    if sorted(window_ids(env, MAIN_TITLE)) != windows_before:
+        raise Fail(f"the X windows named {MAIN_TITLE!r} changed with a second launch: {windows_before} → {window_ids(env, MAIN_TITLE)}")
+    if (tmp / "other-data").exists():
+        raise Fail("the second launch touched its data folder")
+    log("   second launch → exit 0, no window, no data folder, the first focused its window: ok")
+
+    app.close(display)
+    log("   closing the main window (overlay open) → exit 0: ok")
+    return data, sid
+
+
+def part_dark(binary, env, tmp, procs, display, artifacts, data):
+    log("2/3 window places kept, overlay in the dark theme")
+    dark = dict(env, GTK_THEME="Adwaita:dark")
+    app = App(binary, data, dark, procs, tmp, "dark")
+    main = w.wait_for("the main window", lambda: window_id(env, MAIN_TITLE), 10)
+    w.wait_for("the main window at its kept place", lambda: geometry(env, main)[:2] == (37, 29), 10)
+    log("   main window back at (37, 29): ok")
+    x(env, "xdotool", "key", "ctrl+shift+space")
+    w.wait_for("the shortcut to open the overlay", lambda: mapped(env, OVERLAY_TITLE), 15)
+    ov = window_id(env, OVERLAY_TITLE)
+    shot = artifacts / "overlay-dark.png"
+    w.wait_for("the overlay to paint", lambda: shot_of(env, ov, shot)[0] > 0.05, 30, 0.5)
+    time.sleep(2)
+    std, mean = shot_of(env, ov, shot)
+    if mean > 0.5:
+        raise Fail(f"the dark overlay is light (mean {mean:.2f})")
+    log(f"   screenshot {shot} (contrast {std:.3f}, mean {mean:.2f})")
+    app.close(display)
+
+
+def part_links(binary, env, tmp, procs):
+    log("3/3 the overlay's DOM, links to the system browser (WebDriver)")
+    bindir = tmp / "bin"
+    bindir.mkdir()
+    opened = tmp / "opened.txt"
+    fake = bindir / "xdg-open"
+    fake.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{opened}'\n")
+    fake.chmod(0o755)
+    lenv = dict(env, PATH=f"{bindir}:{env['PATH']}")
+    port, native = w.free_port(), w.free_port()
+    with open(tmp / "links-driver.stderr", "wb") as err:
+        procs.start(["tauri-driver", "--port", str(port), "--native-port", str(native)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=lenv)
+
+    def up():
+        with w.socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+
+    w.wait_for("tauri-driver to listen", up, 20)
+    wd = w.WebDriver(f"http://127.0.0.1:{port}")
+    try:
+        wd.new_session(binary, ["--data-dir", str(tmp / "links-data")])
+        w.wait_for("the web UI", lambda: wd.js("return !!(window.__TAURI__ && document.querySelector('.callbar'))"), 30)
+        r = wd.invoke("api", {"method": "GET", "path": "/api/settings", "body": None})
+        s = r["ok"]["body"]
+        ready = {"callback_url": s["callback_url"], "callback_token": s["callback_token"]}
+        r = wd.invoke("api", {"method": "POST", "path": "/api/calls", "body": {"title": "Links"}})
+        sid = r["ok"]["body"]["session_id"]
+        url = f"https://example.com/pricing-{uuid.uuid4().hex[:6]}"
+        post(ready, sid, f"See [the pricing page]({url}) before answering.")
+        # The overlay, opened at call start, is the second page of the session.
+        main_handle = wd.call("GET", f"/session/{wd.session}/window")
+        w.wait_for("the overlay's page", lambda: len(wd.call("GET", f"/session/{wd.session}/window/handles")) == 2, 20)
+        ov_handle = next(h for h in wd.call("GET", f"/session/{wd.session}/window/handles") if h != main_handle)
+        wd.call("POST", f"/session/{wd.session}/window", {"handle": ov_handle})
+        if "view=overlay" not in wd.js("return location.href"):
+            raise Fail(f"the second page is not the overlay: {wd.js('return location.href')}")
+        tip = f"DOM {uuid.uuid4().hex[:6]}: ask about the timeline."
+        post(ready, f"insights:{sid}", tip)
+        w.wait_for("the insight in the overlay's DOM", lambda: tip in wd.js("return document.getElementById('overlay-insights').innerText"), 20)
+        said = f"from the overlay {uuid.uuid4().hex[:6]}"
+        inp = next(iter(wd.call("POST", f"/session/{wd.session}/element", {"using": "css selector", "value": "#overlay-input"}).values()))
+        wd.call("POST", f"/session/{wd.session}/element/{inp}/value", {"text": said})
+        btn = next(iter(wd.call("POST", f"/session/{wd.session}/element", {"using": "css selector", "value": "#overlay-send"}).values()))
+        wd.call("POST", f"/session/{wd.session}/element/{btn}/click", {})
+        w.wait_for("the overlay to say Sent", lambda: wd.js("return document.getElementById('overlay-status').textContent") == "Sent.", 20)
+        r = wd.invoke("api", {"method": "GET", "path": f"/api/sessions/{sid}/messages", "body": None})
+        if not any(m.get("kind") == "user" and m.get("text") == said for m in r["ok"]["body"]):
+            raise Fail(f"the overlay's message is not in the call: {r}")
+        log("   overlay page: insight from a callback in its DOM, message sent from its input: ok")
+        wd.call("POST", f"/session/{wd.session}/window", {"handle": main_handle})
+
+        w.wait_for("the link in the chat", lambda: wd.js("return !!document.querySelector('a.md-link')"), 20)
+        before = wd.js("return location.href")
+        # The overlay (opened at call start) has the focus now; a click in the main page is a
+        # real WebDriver element click.
+        el = wd.call("POST", f"/session/{wd.session}/element", {"using": "css selector", "value": "a.md-link"})
+        eid = next(iter(el.values()))
+        wd.call("POST", f"/session/{wd.session}/element/{eid}/click", {})
+        w.wait_for("xdg-open to receive the link", lambda: opened.exists() and url in opened.read_text(), 20)
+        time.sleep(1)
+        after = wd.js("return location.href")
+        if after != before:
+            raise Fail(f"the webview navigated: {before} → {after}")
+        log(f"   link → xdg-open {url}, page still {after}: ok")
+
+        # Settings → Desktop: a bad shortcut is refused with its code, a good one is saved (in
+        # the data folder) and works at once.
+        wd.js("document.getElementById('tab-settings').click()")
+        w.wait_for("the Desktop card", lambda: wd.js("return document.getElementById('setting-overlay-shortcut').value") == "Ctrl+Shift+Space", 10)
+
+        def save_shortcut(value):
+            wd.js("const i = document.getElementById('setting-overlay-shortcut'); i.value = arguments[0];"
+                  "document.getElementById('desktop-status').textContent = '';"
+                  "document.getElementById('save-overlay-shortcut').click()", value)
+            return w.wait_for("the save's answer", lambda: wd.js("return document.getElementById('desktop-status').textContent"), 10)
+
+        said = save_shortcut("Ctrl+Nope")
+        if not said.startswith("Not saved: invalid_shortcut"):
+            raise Fail(f"a bad shortcut: {said!r}")
+        if save_shortcut("Alt+F9") != "Saved.":
+            raise Fail("the new shortcut was not saved")
+        saved = json.loads((tmp / "links-data" / "desktop.json").read_text())
+        if saved.get("overlay_shortcut") != "Alt+F9":
+            raise Fail(f"desktop.json: {saved}")
+        shown = mapped(env, OVERLAY_TITLE)
+        x(env, "xdotool", "key", "alt+F9")
+        w.wait_for("the new shortcut to toggle the overlay", lambda: mapped(env, OVERLAY_TITLE) != shown, 10)
+        x(env, "xdotool", "key", "ctrl+shift+space")
+        time.sleep(1)
+        if mapped(env, OVERLAY_TITLE) == shown:
+            raise Fail("the old shortcut still toggles the overlay")
+        log("   Settings → Desktop: bad shortcut refused (invalid_shortcut), Alt+F9 saved to desktop.json and in force, the old one gone: ok")
+    finally:
+        wd.end()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", type=Path, required=True, help="the stagewhisper binary")
+    ap.add_argument("--artifacts", type=Path, default=ROOT / "tests" / "artifacts")
+    ap.add_argument("--timeout", type=int, default=300)
+    opts = ap.parse_args()
+
+    tools = ("Xvfb", "xdotool", "xwininfo", "xprop", "import", "convert", "dbus-run-session", "dbus-send", "tauri-driver", "WebKitWebDriver")
+    missing = [t for t in tools if not shutil.which(t)]
+    if subprocess.run([SYSTEM_PYTHON, "-c", "import dbus, gi"], capture_output=True).returncode != 0:
+        missing.append("python3-dbus/python3-gi")
+    if missing:
+        print(f"missing: {' '.join(missing)}\n  apt-get install -y xvfb xdotool x11-utils imagemagick dbus python3-dbus python3-gi webkit2gtk-driver", file=sys.stderr)
+        return 2
+    if os.environ.get("SW_PRIVATE_BUS") != "1":
+        # A private session bus for the whole test (and nothing of the caller's).
+        env = dict(os.environ, SW_PRIVATE_BUS="1")
+        return subprocess.run(["dbus-run-session", "--", sys.executable, __file__, *sys.argv[1:]], env=env).returncode
+
+    binary = opts.bin.resolve()
+    opts.artifacts.mkdir(parents=True, exist_ok=True)
+
+    def on_alarm(*_):
+        raise Fail(f"the desktop test took longer than {opts.timeout} s")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(opts.timeout)
+    procs = w.Procs()
+    started = time.monotonic()
+    try:
+        with tempfile.TemporaryDirectory(prefix="sw-desktop-", ignore_cleanup_errors=True) as t:
+            tmp = Path(t)
+            calls_path = tmp / "notify.jsonl"
+            server = procs.start([SYSTEM_PYTHON, str(HERE / "notification_server.py"), str(calls_path)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+            if server.stdout.readline().strip() != b"ready":
+                raise Fail("the notification server did not start")
+            display = w.start_xvfb(procs)
+            env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "STAGEWHISPER_DATA_DIR", "RUST_LOG", "GTK_THEME")}
+            env.update(
+                DISPLAY=display,
+                NO_AT_BRIDGE="1",
+                XDG_DATA_HOME=str(tmp / "xdg-data"),
+                XDG_CACHE_HOME=str(tmp / "xdg-cache"),
+                XDG_CONFIG_HOME=str(tmp / "xdg-config"),
+            )
+            log(f"Xvfb on {display}, private session bus, binary {binary}")
+            try:
+                data, _ = part_overlay(binary, env, tmp, procs, display, opts.artifacts, calls_path)
+                part_dark(binary, env, tmp, procs, display, opts.artifacts, data)
+                part_links(binary, env, tmp, procs)
+            finally:
+                procs.stop_all()
+    except Fail as e:
+        log(f"FAIL: {e}")
+        return 1
+    finally:
+        signal.alarm(0)
+        procs.stop_all()
+    log(f"PASS in {time.monotonic() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+// The compact overlay (`?view=overlay`): the newest insights of the live call, the assistant's
+// typing state and a one-line input to message it. It reads the same event stream as the main
+// window (its own Store fed by the same Transport), so nothing here has a data path of its own.
+// In the desktop app it is the always-on-top "overlay" window; in a browser, a popup or a tab.
+
+import { clockTime, h } from './dom';
+import { renderInline } from './markdown';
+import { Store, type Conversation } from './store';
+import type { ApiResponse, StreamState, Subscription, Transport } from './transport';
+import type { Insight, Session, Typing } from './types';
+
+/** Insights shown at once (newest first). */
+export const OVERLAY_INSIGHTS = 5;
+
+/** What the overlay's window chrome can do (the desktop app's commands, or the browser's). */
+export interface OverlayChrome {
+  /** "Open StageWhisper": the main window to the front. */
+  openMain(): void;
+  close(): void;
+  /** The header is a drag handle (the desktop overlay has no title bar). */
+  draggable: boolean;
+}
+
+/** The call the overlay follows: the newest live call, else the newest call, else none. */
+export function pickCall(sessions: Session[]): Session | null {
+  const calls = sessions.filter((s) => s.is_call);
+  return calls.find((s) => !s.ended_at) ?? calls[0] ?? null;
+}
+
+export interface OverlayModel {
+  call: Session | null;
+  live: boolean;
+  insights: Insight[];
+  /** "Assistant is typing…" (or its label) while a reply or an insight is being written. */
+  typing: string | null;
+}
+
+function typingText(conv: Conversation | undefined): string | null {
+  if (!conv) return null;
+  const all: Typing[] = [...conv.typing.values(), ...conv.insightTyping.values()];
+  if (all.length === 0) return null;
+  all.sort((a, b) => (a.since ?? '').localeCompare(b.since ?? ''));
+  const label = all[all.length - 1].label?.replace(/\s*(\.\.\.|…)$/, '');
+  return label ? `Assistant · ${label}…` : 'Assistant is typing…';
+}
+
+export function overlayModel(store: Store): OverlayModel {
+  const call = pickCall(store.sessionList());
+  const conv = call ? store.conv(call.session_id) : undefined;
+  return {
+    call,
+    live: !!call && !call.ended_at,
+    insights: conv ? conv.insights.slice(0, OVERLAY_INSIGHTS) : [],
+    typing: typingText(conv),
+  };
+}
+
+function errorText(res: ApiResponse<unknown>): string {
+  const b = res.body as { error?: unknown; message?: unknown } | null;
+  if (b && typeof b === 'object' && typeof b.error === 'string') {
+    return typeof b.message === 'string' && b.message ? `${b.error}: ${b.message}` : b.error;
+  }
+  return `HTTP ${res.status}`;
+}
+
+export class Overlay {
+  readonly store = new Store();
+  private sub: Subscription | null = null;
+  private root: HTMLElement;
+  private titleEl = h('span', { class: 'ov-title', id: 'overlay-title' });
+  private list = h('ol', { class: 'ov-insights', id: 'overlay-insights', 'aria-live': 'polite', 'aria-label': 'Newest insights' });
+  private empty = h('p', { class: 'ov-empty' });
+  private typingEl = h('div', { class: 'ov-typing', id: 'overlay-typing', role: 'status', hidden: true });
+  private input: HTMLInputElement;
+  private sendBtn: HTMLButtonElement;
+  private status = h('div', { class: 'ov-status', id: 'overlay-status', role: 'status', 'aria-live': 'polite' });
+  private loadedCall: string | null = null;
+  private queued = false;
+
+  constructor(
+    mount: HTMLElement,
+    private transport: Transport,
+    chrome: OverlayChrome,
+  ) {
+    const open = h('button', { class: 'ov-btn', type: 'button', id: 'overlay-open-main', title: 'Open StageWhisper', 'aria-label': 'Open StageWhisper' }, '⤢');
+    open.addEventListener('click', () => chrome.openMain());
+    const close = h('button', { class: 'ov-btn', type: 'button', id: 'overlay-close', title: 'Hide the overlay', 'aria-label': 'Hide the overlay' }, '×');
+    close.addEventListener('click', () => chrome.close());
+    const header = h(
+      'header',
+      { class: 'ov-header' },
+      h('span', { class: 'brand-mark', 'aria-hidden': 'true' }),
+      this.titleEl,
+      h('span', { class: 'ov-spacer' }),
+      open,
+      close,
+    );
+    if (chrome.draggable) {
+      header.setAttribute('data-tauri-drag-region', '');
+      this.titleEl.setAttribute('data-tauri-drag-region', '');
+    }
+    this.input = h('input', {
+      class: 'ov-input',
+      id: 'overlay-input',
+      type: 'text',
+      autocomplete: 'off',
+      placeholder: 'Message the assistant…',
+      'aria-label': 'Message the assistant',
+      maxlength: '4000',
+    });
+    this.sendBtn = h('button', { class: 'btn btn-primary btn-small', type: 'submit', id: 'overlay-send' }, 'Send');
+    const form = h('form', { class: 'ov-form' }, this.input, this.sendBtn);
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      void this.send();
+    });
+    this.root = h(
+      'div',
+      { class: 'overlay', id: 'overlay', 'data-conn': 'connecting' },
+      header,
+      this.typingEl,
+      h('div', { class: 'ov-scroll' }, this.list, this.empty),
+      form,
+      this.status,
+    );
+    mount.replaceChildren(this.root);
+    document.documentElement.classList.add('is-overlay');
+    this.store.subscribe(() => this.schedule());
+    this.render();
+  }
+
+  async start(): Promise<void> {
+    this.sub = this.transport.subscribe(() => this.store.cursor, {
+      events: (batch) => {
+        this.store.applyBatch(batch);
+        this.root.dataset.cursor = String(this.store.cursor);
+        this.schedule();
+      },
+      state: (s: StreamState) => {
+        this.root.dataset.conn = s;
+        if (s === 'unauthorized') this.status.textContent = 'The UI token was not accepted.';
+      },
+      resync: () => void this.reload(),
+    });
+    await this.sub.ready;
+    await this.reload();
+  }
+
+  private async reload(): Promise<void> {
+    const c0 = this.store.cursor;
+    const res = await this.transport.api<unknown[]>('GET', '/api/sessions').catch(() => null);
+    if (!res || res.status !== 200 || !Array.isArray(res.body)) {
+      this.status.textContent = res ? `Could not load the calls: ${errorText(res)}` : 'Could not load the calls.';
+      return;
+    }
+    this.store.loadSessions(res.body, c0);
+    this.loadedCall = null;
+    this.schedule();
+  }
+
+  /** Loads the followed call's insights and typing state once (events keep them current). */
+  private async loadCall(sid: string): Promise<void> {
+    this.loadedCall = sid;
+    const c0 = this.store.cursor;
+    const enc = encodeURIComponent(sid);
+    const [i, t] = await Promise.all([
+      this.transport.api<unknown[]>('GET', `/api/sessions/${enc}/insights`),
+      this.transport.api<unknown[]>('GET', `/api/sessions/${enc}/typing`),
+    ]);
+    const ok = (r: ApiResponse<unknown[]>) => (r.status === 200 && Array.isArray(r.body) ? r.body : []);
+    if (i.status !== 200) this.status.textContent = `Could not load the insights: ${errorText(i)}`;
+    // Only insights and typing: the chat's messages are the main window's business.
+    this.store.loadConversation(sid, { insights: ok(i), typing: ok(t) }, c0);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.queued) return;
+    this.queued = true;
+    queueMicrotask(() => {
+      this.queued = false;
+      this.render();
+    });
+  }
+
+  render(): void {
+    const m = overlayModel(this.store);
+    if (m.call && m.call.session_id !== this.loadedCall) void this.loadCall(m.call.session_id);
+    this.root.dataset.call = m.call?.session_id ?? '';
+    this.titleEl.textContent = !m.call ? 'No call' : m.live ? 'Live call' : 'Last call';
+    this.titleEl.classList.toggle('is-live', m.live);
+    this.typingEl.hidden = !m.typing;
+    this.typingEl.textContent = m.typing ?? '';
+    this.list.replaceChildren(
+      ...m.insights.map((ins) =>
+        h(
+          'li',
+          { class: 'ov-insight', 'data-id': String(ins.id) },
+          h('time', { class: 'ov-time' }, clockTime(ins.occurred_at ?? ins.received_at)),
+          h('span', { class: 'ov-text' }, renderInline(ins.text)),
+        ),
+      ),
+    );
+    this.empty.hidden = m.insights.length > 0;
+    this.empty.textContent = !m.call ? 'Start a call in StageWhisper: its insights show here.' : 'No insights yet.';
+    this.input.disabled = !m.call;
+    this.sendBtn.disabled = !m.call;
+  }
+
+  private async send(): Promise<void> {
+    const text = this.input.value.trim();
+    const call = overlayModel(this.store).call;
+    if (!text || !call) return;
+    this.sendBtn.disabled = true;
+    this.status.textContent = 'Sending…';
+    try {
+      const res = await this.transport.api('POST', `/api/sessions/${encodeURIComponent(call.session_id)}/messages`, { text });
+      if (res.status !== 201 && res.status !== 200) {
+        this.status.textContent = `Not sent: ${errorText(res)}`;
+        return;
+      }
+      this.input.value = '';
+      this.status.textContent = 'Sent.';
+    } catch (e) {
+      this.status.textContent = `Not sent: ${e instanceof Error ? e.message : String(e)}`;
+    } finally {
+      this.sendBtn.disabled = false;
+      this.input.focus();
+    }
+  }
+}
