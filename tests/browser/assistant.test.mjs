@@ -107,11 +107,11 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
     assert.equal(await page.locator('#assistant-token-state').innerText(), 'not set');
     await page.waitForFunction((u) => document.querySelector('#assistant-callback-url')?.textContent === u, ready.callback_url);
     // The kind/provider picker comes from GET /api/providers: the direct relay is picked, its
-    // providers list their install command, steps and tested versions; the other kinds are coming.
+    // providers list their install command, steps and tested versions; the other kinds can be picked.
     await page.locator('#assistant-providers [data-provider="hermes-adapter"]').waitFor();
     assert.equal(await page.locator('#assistant-kind-incoming').isChecked(), true);
-    assert.equal(await page.locator('#assistant-kind-byo').isDisabled(), true);
-    assert.match(await page.locator('[data-kind="byo"]').innerText(), /coming/);
+    assert.equal(await page.locator('#assistant-kind-byo').isDisabled(), false);
+    assert.doesNotMatch(await page.locator('[data-kind="byo"]').innerText(), /coming/);
     const hermes = page.locator('[data-provider="hermes-adapter"]');
     assert.match(await hermes.locator('code').innerText(), /hermes-platform-stagewhisper/);
     assert.match(await hermes.innerText(), /Tested with hermes-platform-stagewhisper 0\.43\.0/);

@@ -11,6 +11,7 @@ import { clockTime, copyText, fullTime, h } from './dom';
 import { ClawborratorForm } from './kinds/clawborrator';
 import type { ApiResponse } from './transport';
 import type { Assistant, Provider, Providers } from './types';
+import { BYO_KIND, ByoSettings } from './kinds/byo';
 import { GATEWAY_KIND, GatewaySettings } from './kinds/gateway';
 
 export interface AssistantActions {
@@ -156,10 +157,13 @@ export class AssistantSettings {
   /** The `clawborrator` kind's form (kinds/clawborrator.ts). */
   private claw: ClawborratorForm;
   private gateway: GatewaySettings;
+  /** The `byo` kind's pairing panel (kinds/byo.ts). */
+  private byo: ByoSettings;
 
   constructor(private actions: AssistantActions) {
     this.claw = new ClawborratorForm(actions);
     this.gateway = new GatewaySettings(actions);
+    this.byo = new ByoSettings(actions);
     const err = (f: Field) => {
       const el = h('div', { class: 'field-error', id: `assistant-${f.replace('_', '-')}-error`, hidden: true });
       this.errors.set(f, el);
@@ -315,6 +319,7 @@ export class AssistantSettings {
       form,
       this.claw.el,
       this.gateway.el,
+      this.byo.el,
       this.result,
       (this.linkInfo = h(
         'div',
@@ -380,7 +385,8 @@ export class AssistantSettings {
     const active = this.a?.kind ?? this.providers?.active_kind ?? 'incoming';
     this.claw.el.hidden = kind !== 'clawborrator';
     this.gateway.el.hidden = kind !== GATEWAY_KIND;
-    this.useKindBtn.hidden = isIncoming || kind === 'clawborrator' || kind === GATEWAY_KIND || kind === active || !info?.available;
+    this.byo.el.hidden = kind !== BYO_KIND;
+    this.useKindBtn.hidden = isIncoming || kind === 'clawborrator' || kind === GATEWAY_KIND || kind === BYO_KIND || kind === active || !info?.available;
     this.useKindBtn.textContent = `Use ${info?.name ?? kind}`;
   }
 
@@ -404,6 +410,7 @@ export class AssistantSettings {
   render(a: Assistant | null): void {
     this.a = a;
     this.gateway.render(a);
+    this.byo.render(a);
     const status = a?.status ?? 'not_configured';
     this.statusChip.className = `chip ${statusClass(status)}`;
     this.statusChip.dataset.status = status;

@@ -231,6 +231,7 @@ impl App {
             config.hub_timing.clone(),
         )));
         kinds.push(Arc::new(crate::gateway::GatewayKind::start(ctx.clone())));
+        kinds.push(Arc::new(crate::byo::kind::ByoKind::start(ctx.clone())));
         for make in config.extra_kinds {
             kinds.push(make(ctx.clone()));
         }

@@ -9,6 +9,7 @@
 //! - [`assistants`]: one trait for every assistant kind, the generic outbox, the manager and
 //!   the provider registry; [`links`]: the `incoming` kind (`POST /v1/incoming`, status,
 //!   `/v1/events` fallback);
+//! - [`byo`]: the BYO relay kind (end-to-end encrypted envelopes, replay guard);
 //! - [`transcript`]: transcript files (WebVTT, SRT, JSONL) and the replay client;
 //! - [`datadir`]: one process per data dir (an exclusive lock held while the app runs);
 //! - [`tokens`]: secrets; [`faults`]: test-only fault injection; [`app`]: wiring it all together.
@@ -17,6 +18,7 @@ pub mod api;
 pub mod app;
 pub mod archive;
 pub mod assistants;
+pub mod byo;
 pub mod clock;
 pub mod conns;
 pub mod conversation;

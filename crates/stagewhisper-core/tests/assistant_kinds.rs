@@ -441,10 +441,16 @@ async fn a_new_kind_converses_through_the_trait_with_no_change_to_the_rules() {
         (s, v["error"].clone()),
         (StatusCode::BAD_REQUEST, json!("unknown_kind"))
     );
-    let (s, v) = api(&app, Method::PUT, "/api/assistant", json!({"kind": "byo"})).await;
+    let (s, v) = api(
+        &app,
+        Method::PUT,
+        "/api/assistant",
+        json!({"kind": "byo", "url": "x"}),
+    )
+    .await;
     assert_eq!(
         (s, v["error"].clone()),
-        (StatusCode::BAD_REQUEST, json!("kind_not_available"))
+        (StatusCode::BAD_REQUEST, json!("unknown_field"))
     );
     let (_, v) = api(&app, Method::GET, "/api/assistant", Value::Null).await;
     assert_eq!(v["kind"], "toy", "a refused switch changes nothing");

@@ -16,6 +16,7 @@
 //! and served at `GET /api/openapi.json`.
 
 mod archive;
+mod byo;
 pub mod common;
 mod hub_sessions;
 mod permissions;
@@ -186,6 +187,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(crate::tunnel::api::routes())
         .merge(permissions::routes())
         .merge(hub_sessions::routes())
+        .merge(byo::routes())
         .merge(stop::routes())
         .merge(archive::routes())
         .split_for_parts();
@@ -545,6 +547,9 @@ mod tests {
             "POST /api/assistant/clawborrator/sessions",
             "GET /api/search",
             "GET /api/sessions/{session_id}/export",
+            "POST /api/assistant/pairing",
+            "POST /api/assistant/byo/probe",
+            "POST /api/assistant/byo/test",
         ];
         want.sort();
         assert_eq!(ops, want);

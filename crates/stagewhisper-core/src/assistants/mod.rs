@@ -210,6 +210,12 @@ pub trait AssistantKind: Send + Sync + 'static {
         None
     }
 
+    /// The concrete kind, for its own control routes (e.g. `POST /api/assistant/pairing` of
+    /// the `byo` kind). Kinds without such routes keep the default.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
     /// The user's Allow / Deny on a permission card (`POST /api/permissions/{request_id}`),
     /// to the assistant. Kinds without permission requests keep the default.
     fn decide_permission(

@@ -122,12 +122,13 @@ static PROVIDERS: &[Provider] = &[
         id: "hermes-byo-plugin",
         kind: "byo",
         name: "Hermes Agent (StageWhisper BYO relay plugin)",
-        available: false,
+        available: true,
         install: "pip install 'hermes-agent>=0.19,<0.20' 'hermes-plugin-stagewhisper>=0.29,<0.30'",
         setup: &[
             "Install the BYO relay plugin next to Hermes Agent.",
-            "Here, create a pairing code; in the plugin, pair with that code and this app's callback URL.",
-            "The plugin then keeps a job stream open to this app; messages are end-to-end encrypted.",
+            "Here, choose BYO relay and create a pairing code (valid 10 minutes, once).",
+            "On the assistant's computer run the shown command: stagewhisper-hermes pair --code <code> --api-url <this app's callback URL>.",
+            "Start Hermes with: hermes gateway run. The plugin keeps a job stream open to this app; everything is end-to-end encrypted.",
         ],
         tested_with: &[
             Tested {
@@ -143,12 +144,13 @@ static PROVIDERS: &[Provider] = &[
         id: "openclaw-channel-sse",
         kind: "byo",
         name: "OpenClaw (StageWhisper channel, sse transport)",
-        available: false,
+        available: true,
         install: "openclaw plugins install @stagewhisper/stagewhisper@0.64.0",
         setup: &[
             "Install the StageWhisper channel plugin into OpenClaw.",
-            "Set plugins.entries.stagewhisper.config.transport to \"sse\" and channels.stagewhisper.apiBaseUrl to this app's callback URL.",
-            "Here, create a pairing code and enter it in channels.stagewhisper.",
+            "Keep plugins.entries.stagewhisper.config.transport at \"sse\" (the default) and enable gateway.http.endpoints.responses.",
+            "Here, choose BYO relay and create a pairing code; run the shown command: openclaw stagewhisper pair --code <code> --api-url <this app's callback URL>.",
+            "On OpenClaw 2026.9.x the pair command crashes after pairing: paste the config block shown here instead, with default as the only agent.",
         ],
         tested_with: &[Tested {
             package: "@stagewhisper/stagewhisper",
@@ -201,8 +203,8 @@ static KINDS: &[KindInfo] = &[
     KindInfo {
         id: "byo",
         name: "BYO relay",
-        description: "The assistant's plugin pairs with this app and calls the relay API this app serves on its callback URL.",
-        available: false,
+        description: "The assistant's plugin pairs with this app and calls the relay API this app serves on its callback URL; everything is end-to-end encrypted.",
+        available: true,
     },
     KindInfo {
         id: "openclaw-gateway",
@@ -306,7 +308,7 @@ mod tests {
                 .filter(|k| k.available)
                 .map(|k| k.id)
                 .collect::<Vec<_>>(),
-            ["incoming", "openclaw-gateway", "clawborrator"]
+            ["incoming", "byo", "openclaw-gateway", "clawborrator"]
         );
     }
 
@@ -343,6 +345,12 @@ mod tests {
         assert!(kinds
             .iter()
             .any(|k| k["id"] == "byo" && k["available"] == false));
+        let v = for_registered(&["incoming", "byo"], "byo");
+        assert!(v["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["id"] == "byo" && k["available"] == true));
         let ps = v["providers"].as_array().unwrap();
         let hermes = ps.iter().find(|p| p["id"] == "hermes-adapter").unwrap();
         assert_eq!(hermes["available"], true);

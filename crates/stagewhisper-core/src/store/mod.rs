@@ -168,6 +168,18 @@ impl Store {
         &self.path
     }
 
+    /// A write connection for a kind's own small tables (the BYO replay guard), never for
+    /// conversation state, which only the writer thread writes. Its commits are fsynced
+    /// (`synchronous = FULL`) and it never checkpoints by itself (the checkpointer does, told
+    /// through [`Store::committed`] by its user).
+    pub async fn connect_side_writer(&self) -> Result<SqliteConnection, StoreError> {
+        Ok(base_options(&self.path)
+            .pragma("wal_autocheckpoint", "0")
+            .pragma("cache_size", "-1024")
+            .connect()
+            .await?)
+    }
+
     /// A commit that wrote something happened.
     pub fn committed(&self) {
         self.checkpoint.total.fetch_add(1, Ordering::Relaxed);
