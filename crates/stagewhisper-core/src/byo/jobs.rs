@@ -9,6 +9,31 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{ConnectOptions, Row, SqlitePool};
 use std::time::Duration;
 
+const INSERT: &str = "INSERT INTO byo_jobs (job_id, purpose, app_session, source_task_id, \
+     anchor, correlation_id, state, deadline_ms, created_ms, event) \
+     VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)";
+const INSERT_OR_IGNORE: &str = "INSERT OR IGNORE INTO byo_jobs (job_id, purpose, app_session, \
+     source_task_id, anchor, correlation_id, state, deadline_ms, created_ms, event) \
+     VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)";
+
+/// A new job's row, `queued`, for one of the two statements above.
+fn insert_job<'q>(
+    sql: &'static str,
+    j: &'q NewJob<'q>,
+    now_ms: i64,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    sqlx::query(sql)
+        .bind(j.job_id)
+        .bind(j.purpose)
+        .bind(j.app_session)
+        .bind(j.source_task_id)
+        .bind(j.anchor)
+        .bind(j.correlation_id)
+        .bind(j.deadline_ms)
+        .bind(now_ms)
+        .bind(j.event)
+}
+
 /// What a job is for.
 pub const LIVE: &str = "live_analysis";
 pub const SUMMARY: &str = "session_summary";
@@ -120,22 +145,9 @@ impl Jobs {
 
     /// Inserts a job; `false` when its id or source task id is already there.
     pub async fn insert(&self, j: &NewJob<'_>, now_ms: i64) -> Result<bool, JobsError> {
-        let r = sqlx::query(
-            "INSERT OR IGNORE INTO byo_jobs (job_id, purpose, app_session, source_task_id, anchor, \
-             correlation_id, state, deadline_ms, created_ms, event) \
-             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
-        )
-        .bind(j.job_id)
-        .bind(j.purpose)
-        .bind(j.app_session)
-        .bind(j.source_task_id)
-        .bind(j.anchor)
-        .bind(j.correlation_id)
-        .bind(j.deadline_ms)
-        .bind(now_ms)
-        .bind(j.event)
-        .execute(&self.pool)
-        .await?;
+        let r = insert_job(INSERT_OR_IGNORE, j, now_ms)
+            .execute(&self.pool)
+            .await?;
         self.store.committed();
         Ok(r.rows_affected() == 1)
     }
@@ -383,22 +395,7 @@ impl Jobs {
         now_ms: i64,
     ) -> Result<(), JobsError> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO byo_jobs (job_id, purpose, app_session, source_task_id, anchor, \
-             correlation_id, state, deadline_ms, created_ms, event) \
-             VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
-        )
-        .bind(j.job_id)
-        .bind(j.purpose)
-        .bind(j.app_session)
-        .bind(j.source_task_id)
-        .bind(j.anchor)
-        .bind(j.correlation_id)
-        .bind(j.deadline_ms)
-        .bind(now_ms)
-        .bind(j.event)
-        .execute(&mut *tx)
-        .await?;
+        insert_job(INSERT, j, now_ms).execute(&mut *tx).await?;
         for t in turns {
             sqlx::query("UPDATE byo_turns SET job_id = ? WHERE task_id = ? AND job_id IS NULL")
                 .bind(j.job_id)

@@ -512,39 +512,47 @@ pub enum Op {
     },
 }
 
+/// Test-only: a database at `path` migrated by the migrations before `version` only (a
+/// database left by an older app), built from copies of them in `dir`.
+#[cfg(test)]
+pub(crate) async fn migrated_before(dir: &Path, path: &Path, version: &str) -> SqliteConnection {
+    let old = dir.join("migrations");
+    std::fs::create_dir(&old).unwrap();
+    for f in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap() {
+        let f = f.unwrap();
+        let name = f.file_name().into_string().unwrap();
+        if name.as_str() < version {
+            std::fs::copy(f.path(), old.join(&name)).unwrap();
+        }
+    }
+    let mut conn = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::migrate::Migrator::new(old.as_path())
+        .await
+        .unwrap()
+        .run(&mut conn)
+        .await
+        .unwrap();
+    conn
+}
+
 #[cfg(test)]
 mod tests {
     //! Migrations on a real SQLite file.
     use super::*;
-    use sqlx::{ConnectOptions, Connection};
+    use sqlx::Connection;
 
     /// A database left by a version before 0004 (ids from AUTOINCREMENT) keeps its rows and
     /// never hands out an id it already gave, even one whose row was deleted.
     #[tokio::test]
     async fn plain_rowids_keep_the_rows_and_the_high_water_marks() {
         let dir = tempfile::tempdir().unwrap();
-        let old = dir.path().join("migrations");
-        std::fs::create_dir(&old).unwrap();
-        for f in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap() {
-            let f = f.unwrap();
-            let name = f.file_name().into_string().unwrap();
-            if name.as_str() < "0004" {
-                std::fs::copy(f.path(), old.join(&name)).unwrap();
-            }
-        }
         let path = dir.path().join("t.db");
-        let mut conn = SqliteConnectOptions::new()
-            .filename(&path)
-            .create_if_missing(true)
-            .connect()
-            .await
-            .unwrap();
-        sqlx::migrate::Migrator::new(old.as_path())
-            .await
-            .unwrap()
-            .run(&mut conn)
-            .await
-            .unwrap();
+        let mut conn = super::migrated_before(dir.path(), &path, "0004").await;
         for n in 1..=3 {
             sqlx::query(
                 "INSERT INTO messages (session_id, kind, text, received_at, sort_key) \

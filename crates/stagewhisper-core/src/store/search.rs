@@ -138,8 +138,7 @@ mod tests {
     use super::super::{Durability, Op, RawConn, SessionRecord};
     use super::*;
     use crate::model::MessageKind;
-    use sqlx::sqlite::SqliteConnectOptions;
-    use sqlx::{ConnectOptions, Connection};
+    use sqlx::Connection;
 
     fn row(id: i64, session: &str, kind: MessageKind, text: &str) -> MessageRow {
         MessageRow {
@@ -181,28 +180,8 @@ mod tests {
     #[tokio::test]
     async fn the_migration_indexes_old_rows_and_the_writer_keeps_the_index() {
         let dir = tempfile::tempdir().unwrap();
-        let old = dir.path().join("migrations");
-        std::fs::create_dir(&old).unwrap();
-        for f in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap() {
-            let f = f.unwrap();
-            let name = f.file_name().into_string().unwrap();
-            if name.as_str() < "0006" {
-                std::fs::copy(f.path(), old.join(&name)).unwrap();
-            }
-        }
         let path = dir.path().join("t.db");
-        let mut conn = SqliteConnectOptions::new()
-            .filename(&path)
-            .create_if_missing(true)
-            .connect()
-            .await
-            .unwrap();
-        sqlx::migrate::Migrator::new(old.as_path())
-            .await
-            .unwrap()
-            .run(&mut conn)
-            .await
-            .unwrap();
+        let mut conn = crate::store::migrated_before(dir.path(), &path, "0006").await;
         sqlx::raw_sql(
             "INSERT INTO sessions (session_id, kind, is_call, title, created_at) VALUES \
                ('c', 'chat', 1, 'old call', '2026-11-29T12:00:00Z'), \
