@@ -33,7 +33,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 /// Size of the tmpfs.
-const TMPFS_MIB: u64 = 16;
+const TMPFS_MIB: u64 = 64;
 /// Space left free for the database once the filler is written.
 const HEADROOM: u64 = 3 * 1024 * 1024;
 /// Concurrent senders of the flood.
