@@ -67,12 +67,13 @@ export function chromiumPath() {
 
 /**
  * Starts `stagewhisper --headless --data-dir <tmp> --ui-dir ui/dist [...extra]` and resolves with
- * its ready line. The process is killed by `stop()` (SIGTERM, then SIGKILL after 5 s).
+ * its ready line. The process is killed by `stop()` (SIGTERM, then SIGKILL after 5 s), which also
+ * deletes the data dir unless it was given (`{ dataDir }`: the caller keeps and removes it).
  */
-export async function startApp(extra = []) {
+export async function startApp(extra = [], { dataDir: given } = {}) {
   const app = appCommand();
   if (app.missing) throw new Error(`app binary missing: ${app.missing}`);
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'sw-e2e-data-'));
+  const dataDir = given ?? (await mkdtemp(path.join(os.tmpdir(), 'sw-e2e-data-')));
   const args = [...app.args, '--headless', '--data-dir', dataDir, '--ui-dir', UI_DIST, ...extra];
   const proc = spawn(app.cmd, args, { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info' } });
   const stderr = [];
@@ -116,7 +117,7 @@ export async function startApp(extra = []) {
         await new Promise((r) => (exited !== null ? r() : proc.once('exit', r)));
         clearTimeout(t);
       }
-      await rm(dataDir, { recursive: true, force: true });
+      if (!given) await rm(dataDir, { recursive: true, force: true });
       return exited;
     },
   };
