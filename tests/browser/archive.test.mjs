@@ -143,7 +143,7 @@ describe('search, long chats and export in the browser', { skip: reason ?? false
     await page.click('#tab-history');
     await page.fill('#search-input', '');
     for (const format of ['md', 'json']) {
-      const [download] = await Promise.all([page.waitForEvent('download'), page.click(`[data-export="${format}"][data-session-id="${call}"]`)]);
+      const [download] = await Promise.all([page.waitForEvent('download'), page.click(`[data-export="${format}"][data-export-session="${call}"]`)]);
       assert.equal(download.suggestedFilename(), `Walrus-review-call.${format}`);
       const saved = await readFile(await download.path(), 'utf8');
       const res = await fetch(new URL(`/api/sessions/${call}/export?format=${format}`, app.ready.ui_url), {

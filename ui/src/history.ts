@@ -78,7 +78,8 @@ export class HistoryView {
         class: 'btn btn-small history-export',
         type: 'button',
         'data-export': format,
-        'data-session-id': s.session_id,
+        // Not `data-session-id`: that names the row's own button, one per session.
+        'data-export-session': s.session_id,
         title: `Export as ${label} (transcript, insights and chat, with times)`,
         'aria-label': `Export ${sessionTitle(s)} as ${label}`,
       },
