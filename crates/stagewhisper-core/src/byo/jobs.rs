@@ -34,6 +34,16 @@ fn insert_job<'q>(
         .bind(j.event)
 }
 
+/// A `byo_turns` row read as `task_id, speaker, text, job_id`.
+fn turn(r: &sqlx::sqlite::SqliteRow) -> Turn {
+    Turn {
+        task_id: r.get(0),
+        speaker: r.get(1),
+        text: r.get(2),
+        job_id: r.get(3),
+    }
+}
+
 /// What a job is for.
 pub const LIVE: &str = "live_analysis";
 pub const SUMMARY: &str = "session_summary";
@@ -336,15 +346,7 @@ impl Jobs {
         .bind(window)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Turn {
-                task_id: r.get(0),
-                speaker: r.get(1),
-                text: r.get(2),
-                job_id: r.get(3),
-            })
-            .collect())
+        Ok(rows.iter().map(turn).collect())
     }
 
     /// Calls with turns that no job carries yet.
@@ -364,15 +366,7 @@ impl Jobs {
         .bind(call_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Turn {
-                task_id: r.get(0),
-                speaker: r.get(1),
-                text: r.get(2),
-                job_id: r.get(3),
-            })
-            .collect())
+        Ok(rows.iter().map(turn).collect())
     }
 
     /// The live-analysis job of `insights_session` still open, if any.
