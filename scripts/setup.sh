@@ -10,7 +10,9 @@ APT_TEST=(chromium xvfb xauth webkit2gtk-driver imagemagick)
 # x11-utils), a private session bus with a notification server (dbus, python3-dbus/-gi).
 APT_TEST+=(xdotool x11-utils dbus-daemon dbus-bin python3-dbus python3-gi)
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Each step's heading carries the time since the start of the run ([min:sec]), so a CI log
+# shows where the time went.
+say() { printf '\033[1m==> [%d:%02d] %s\033[0m\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 
 # ensure_apt PKG...: installs the missing packages when root, else prints the exact apt line.
 ensure_apt() {
