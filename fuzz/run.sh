@@ -23,7 +23,7 @@ case "${1:-}" in
   --long) mode=long; shift ;;
   --cmin) mode=cmin; shift ;;
 esac
-ALL=(callback stream_chunk transcript_vtt transcript_srt transcript_jsonl sse gateway_frames hub_frames http_checks)
+ALL=(callback stream_chunk transcript_vtt transcript_srt transcript_jsonl sse gateway_frames hub_frames http_checks byo_envelope)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${ALL[@]}"); fi
 
 if cargo +nightly --version >/dev/null 2>&1; then

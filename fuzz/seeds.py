@@ -175,6 +175,29 @@ for lines in [
     add("http_checks", "\n".join(lines))
 
 
+# --- BYO relay envelopes: the vectors the Hermes plugin generated, and envelopes the plugins
+# posted in recorded runs; then field/plaintext splits (0xFF-separated) for the seal round trip ---
+VECTORS = HERE.parent / "tests" / "fixtures" / "vectors" / "byo-envelopes.json"
+vec = json.loads(VECTORS.read_text())
+for group in ("random_nonce_envelopes", "negative", "accepted_edge_cases", "captured_from_live_run"):
+    for case in vec.get(group, []):
+        if isinstance(case.get("envelope"), dict):
+            add("byo_envelope", compact(case["envelope"]))
+for f in sorted(FIXTURES.glob("*relay-requests.jsonl")):
+    for rec in jsonl(f):
+        body = rec.get("body")
+        env = body.get("envelope") if isinstance(body, dict) else None
+        if isinstance(env, dict):
+            add("byo_envelope", compact(env))
+for raw in [
+    b"{}", b'{"version":"static_v1"}', b'{"sender_role":"plugin","message_id":"m","session_id":"\u00e9","correlation_id":"\u2028","content_type":"t","nonce":"","ciphertext":"="}',
+    b"sess-1\xffcorr-1\xfftask_content\xff{\"text\":\"hi\"}",
+    "s\u00e9ssion\xffc\xfft\xffplain \U0001f600".encode("utf-8", "surrogatepass"),
+    b"\x00\x01\xff\x7f\xff\n\xff",
+]:
+    add("byo_envelope", raw)
+
+
 def main():
     n = 0
     for target, items in sorted(seeds.items()):
