@@ -12,17 +12,27 @@ Needs xvfb, xdotool, x11-utils (xwininfo, xprop), imagemagick, webkit2gtk-driver
    itself (the default setting); the overlay window is mapped with `_NET_WM_STATE_ABOVE`;
    an insight posted by a callback is painted; a message typed into the overlay's input (real
    key presses through xdotool) reaches the call; the global shortcut (Ctrl+Shift+Space, sent
-   with xdotool) hides and shows it again; with no app window focused, an insight raises a
-   `Notify` call on the bus (seen by the server), and none while the server says `Inhibited`
-   (Do-Not-Disturb); a second launch exits 0 without a window and the first one focuses its
-   own; closing the main window ends the app (exit 0) although the overlay is open.
+   with xdotool) hides and shows it again; with no app window focused, each kind raises a
+   `Notify` call on the bus (seen by the server): an insight posted by a callback, an
+   assistant error (a callback with status `errored`), a permission request (the
+   `clawborrator` kind made the active assistant through the control API, on the fake hub:
+   its `permission_request` becomes a card in the call's chat); none while the server says
+   `Inhibited` (Do-Not-Disturb); a second launch exits 0 without a window and the first one
+   focuses its own; the main window is moved and the overlay moved and resized (xdotool);
+   closing the main window ends the app (exit 0) although the overlay is open.
 2. Direct launch again, dark theme (GTK_THEME=Adwaita:dark): the main window comes back where
-   it was moved to in part 1 (window-state plugin); the shortcut opens the overlay; screenshot.
+   it was moved to in part 1 (window-state plugin); the shortcut opens the overlay, at the
+   place and size it had in part 1; screenshot.
 3. WebDriver (tauri-driver): the overlay's page (the session's second window) has an insight
    posted by a callback in its DOM and sends a message typed into its input; a link in an
    assistant message, clicked, goes to the system browser (a recording `xdg-open` first on the
    PATH) and the page stays where it was; Settings → Desktop refuses a bad shortcut and puts a
    new one in force (saved in the data folder's desktop.json).
+
+What is faked: the notification server (a small one of this test's own, notification_server.py,
+so that the test sees each call; the protocol on the bus is the real one) and the clawborrator
+hub (the project's conformance fake of it, the `fake_hub` example: the real hub is not public;
+see hub.py). The app, its callbacks, the assistant kind's client and the bus are the real ones.
 
 Screenshots: tests/artifacts/overlay-light.png, overlay-dark.png (the overlay's part of the
 display). Every wait is bounded; the whole run by --timeout. Exit status 0 = pass.
@@ -44,10 +54,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import run as w  # noqa: E402  (the helpers of the main window test)
+import hub as fake_hub  # noqa: E402
+import wm  # noqa: E402
 
 ROOT = HERE.parents[1]
 MAIN_TITLE = "StageWhisper"
 OVERLAY_TITLE = "StageWhisper overlay"
+# Where part 1 puts the overlay (x, y, width, height) and part 2 finds it again.
+OVERLAY_PLACE = (861, 47, 400, 520)
 SYSTEM_PYTHON = "/usr/bin/python3"
 Fail = w.Fail
 log = w.log
@@ -102,6 +116,31 @@ def post(ready, session_id, text):
     w.post_callback(ready, session_id, text)
 
 
+def post_error(ready, session_id, code, message):
+    """What an assistant reports when a turn fails: a callback with status `errored`."""
+    task = str(uuid.uuid4())
+    status, body = w.http(
+        "POST",
+        f"{ready['callback_url'].rstrip('/')}/tasks/{task}",
+        {"session_id": session_id, "status": "errored", "error_code": code, "error_message": message},
+        token=ready["callback_token"],
+    )
+    if status != 200 or not (isinstance(body, dict) and body.get("ok")) or body.get("ignored"):
+        raise Fail(f"errored callback not applied: {status} {body}")
+
+
+def unfocus(env):
+    """No window of the app focused: the pointer on the bare root window (without a window
+    manager the focus follows the pointer)."""
+    x(env, "xdotool", "mousemove", "1279", "799")
+    time.sleep(0.5)
+
+
+def notified(calls_path, before, summary, body):
+    """The Notify calls since the `before`-th with this summary and body."""
+    return [c for c in notify_calls(calls_path)[before:] if c["summary"] == summary and c["body"] == body]
+
+
 class App:
     """A direct launch of the binary (window mode), its ready line and its log."""
 
@@ -143,7 +182,7 @@ def set_inhibited(env, value):
       "test.stagewhisper.Control.SetInhibited", f"boolean:{'true' if value else 'false'}")
 
 
-def part_overlay(binary, env, tmp, procs, display, artifacts, calls_path):
+def part_overlay(binary, env, tmp, procs, display, artifacts, calls_path, hub_bin):
     log("1/3 overlay, shortcut, notifications, one instance (light theme)")
     data = tmp / "data"
     app = App(binary, data, env, procs, tmp, "light")
@@ -209,15 +248,31 @@ def part_overlay(binary, env, tmp, procs, display, artifacts, calls_path):
     w.wait_for("the shortcut to show the overlay again", lambda: mapped(env, OVERLAY_TITLE), 10)
     log("   Ctrl+Shift+Space (xdotool) → hidden → shown: ok")
 
-    # Notifications while no window of the app has the focus (the pointer on the bare root
-    # window: without a window manager the focus follows the pointer).
-    x(env, "xdotool", "mousemove", "1279", "799")
-    time.sleep(0.5)
+    # Notifications while no window of the app has the focus.
+    unfocus(env)
     before = len(notify_calls(calls_path))
     note = f"Notify {uuid.uuid4().hex[:6]}: they mentioned a competitor."
     post(app.ready, f"insights:{sid}", note)
-    got = w.wait_for("a Notify call for the insight", lambda: [c for c in notify_calls(calls_path)[before:] if note in c["body"]], 20)
+    got = w.wait_for("a Notify call for the insight", lambda: notified(calls_path, before, "New insight", note), 20)
     log(f"   unfocused → Notify on the session bus: {got[0]['summary']!r} / {got[0]['body']!r}: ok")
+
+    # An assistant error: the assistant's callback with status `errored`.
+    oops = f"The model is overloaded ({uuid.uuid4().hex[:6]}); try again in a minute."
+    post_error(app.ready, sid, "model_overloaded", oops)
+    got = w.wait_for("a Notify call for the assistant error", lambda: notified(calls_path, before, "Assistant error", oops), 20)
+    log(f"   errored callback → Notify {got[0]['summary']!r} / {got[0]['body']!r}: ok")
+
+    # A permission request: the clawborrator kind on the (fake) hub asks for a tool; the card
+    # goes to the live call's chat.
+    hub = fake_hub.FakeHub(hub_bin, procs, tmp / "hub-light.stderr")
+    fake_hub.use_hub(app.api, hub)
+    preview = f"rm -rf build-{uuid.uuid4().hex[:6]}/"
+    hub.permission(f"req-{uuid.uuid4().hex[:8]}", "Bash", preview)
+    got = w.wait_for("a Notify call for the permission request", lambda: notified(calls_path, before, "The assistant asks for permission", preview), 20)
+    st, msgs = app.api("GET", f"/api/sessions/{sid}/messages")
+    if not any(m.get("kind") == "permission" and m.get("input_preview") == preview and m.get("state") == "pending" for m in msgs):
+        raise Fail(f"no pending permission card in the call's chat: {st} {msgs}")
+    log(f"   clawborrator permission_request → card in the call + Notify {got[0]['summary']!r} / {got[0]['body']!r}: ok")
 
     set_inhibited(env, True)
     mark = len(app.log_text())
@@ -229,10 +284,14 @@ def part_overlay(binary, env, tmp, procs, display, artifacts, calls_path):
     set_inhibited(env, False)
     log("   Inhibited (Do-Not-Disturb) → no Notify: ok")
 
-    # Move the main window, so that part 2 can see its place kept.
+    # Move the main window, and move and resize the overlay, so that part 2 can see their
+    # places kept (without a window manager xdotool moves the windows themselves).
     main = window_id(env, MAIN_TITLE)
     x(env, "xdotool", "windowmove", str(main), "37", "29")
     w.wait_for("the main window to move", lambda: geometry(env, main)[:2] == (37, 29), 10)
+    x(env, "xdotool", "windowmove", str(ov), str(OVERLAY_PLACE[0]), str(OVERLAY_PLACE[1]))
+    x(env, "xdotool", "windowsize", str(ov), str(OVERLAY_PLACE[2]), str(OVERLAY_PLACE[3]))
+    w.wait_for("the overlay to move and resize", lambda: geometry(env, ov)[:4] == OVERLAY_PLACE, 10)
 
     # A second launch: no second window, the first one is focused, exit 0.
     mark = len(app.log_text())
@@ -254,6 +313,7 @@ def part_overlay(binary, env, tmp, procs, display, artifacts, calls_path):
     log("   second launch → exit 0, no window, no data folder, the first focused its window: ok")
 
     app.close(display)
+    hub.close()
     log("   closing the main window (overlay open) → exit 0: ok")
     return data, sid
 
@@ -268,6 +328,8 @@ def part_dark(binary, env, tmp, procs, display, artifacts, data):
     x(env, "xdotool", "key", "ctrl+shift+space")
     w.wait_for("the shortcut to open the overlay", lambda: mapped(env, OVERLAY_TITLE), 15)
     ov = window_id(env, OVERLAY_TITLE)
+    w.wait_for(f"the overlay at its kept place and size {OVERLAY_PLACE}", lambda: geometry(env, ov)[:4] == OVERLAY_PLACE, 10)
+    log(f"   overlay back at {OVERLAY_PLACE[:2]}, {OVERLAY_PLACE[2]}×{OVERLAY_PLACE[3]}: ok")
     shot = artifacts / "overlay-dark.png"
     w.wait_for("the overlay to paint", lambda: shot_of(env, ov, shot)[0] > 0.05, 30, 0.5)
     time.sleep(2)
@@ -379,6 +441,7 @@ def main():
     ap.add_argument("--bin", type=Path, required=True, help="the stagewhisper binary")
     ap.add_argument("--artifacts", type=Path, default=ROOT / "tests" / "artifacts")
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--fake-hub", type=Path, default=fake_hub.DEFAULT_BIN, help="the fake clawborrator hub (built when absent)")
     opts = ap.parse_args()
 
     tools = ("Xvfb", "xdotool", "xwininfo", "xprop", "import", "convert", "dbus-run-session", "dbus-send", "tauri-driver", "WebKitWebDriver")
@@ -394,6 +457,7 @@ def main():
         return subprocess.run(["dbus-run-session", "--", sys.executable, __file__, *sys.argv[1:]], env=env).returncode
 
     binary = opts.bin.resolve()
+    hub_bin = fake_hub.ensure_built(opts.fake_hub.resolve())
     opts.artifacts.mkdir(parents=True, exist_ok=True)
 
     def on_alarm(*_):
@@ -421,7 +485,7 @@ def main():
             )
             log(f"Xvfb on {display}, private session bus, binary {binary}")
             try:
-                data, _ = part_overlay(binary, env, tmp, procs, display, opts.artifacts, calls_path)
+                data, _ = part_overlay(binary, env, tmp, procs, display, opts.artifacts, calls_path, hub_bin)
                 part_dark(binary, env, tmp, procs, display, opts.artifacts, data)
                 part_links(binary, env, tmp, procs)
             finally:
