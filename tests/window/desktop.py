@@ -6,7 +6,8 @@ links, window places) under Xvfb, on a private session bus.
 
 Re-runs itself under `dbus-run-session` (a private session bus) with a small notification server
 (notification_server.py, Debian's python3-dbus + python3-gi) owning `org.freedesktop.Notifications`.
-Needs xvfb, xdotool, x11-utils (xwininfo, xprop), imagemagick, webkit2gtk-driver, tauri-driver.
+Needs xvfb, openbox, xdotool, x11-utils (xwininfo, xprop), imagemagick, webkit2gtk-driver,
+tauri-driver, and the fake clawborrator hub (tests/browser/fake_hub.sh; built when absent).
 
 1. Direct launch, light theme: a call started through the control API opens the overlay by
    itself (the default setting); the overlay window is mapped with `_NET_WM_STATE_ABOVE`;
@@ -27,7 +28,18 @@ Needs xvfb, xdotool, x11-utils (xwininfo, xprop), imagemagick, webkit2gtk-driver
    posted by a callback in its DOM and sends a message typed into its input; a link in an
    assistant message, clicked, goes to the system browser (a recording `xdg-open` first on the
    PATH) and the page stays where it was; Settings → Desktop refuses a bad shortcut and puts a
-   new one in force (saved in the data folder's desktop.json).
+   new one in force (saved in the data folder's desktop.json); Settings → Desktop →
+   Notifications: with errors and permissions switched off, an errored callback and a
+   permission request raise no Notify while an insight after them does; with insights off and
+   errors on again, the reverse.
+4. Under a real window manager (Debian's openbox, started in the same display; the parts before
+   run without one, as a bare X server is the stricter case for what the app must do itself:
+   its always-on-top state, its own focus and window places, with no manager to fix them up;
+   and only what needs a manager runs with one): the overlay stays above the main window when
+   the manager raises that; dragged by its header with the pointer (xdotool mousedown,
+   mousemove, mouseup) it moves by the drag; pulled by its bottom-right corner it grows by the
+   pull (Tauri's resize border of an undecorated window); the next launch puts it back at that
+   place and size.
 
 What is faked: the notification server (a small one of this test's own, notification_server.py,
 so that the test sees each call; the protocol on the bus is the real one) and the clawborrator
@@ -183,7 +195,7 @@ def set_inhibited(env, value):
 
 
 def part_overlay(binary, env, tmp, procs, display, artifacts, calls_path, hub_bin):
-    log("1/3 overlay, shortcut, notifications, one instance (light theme)")
+    log("1/4 overlay, shortcut, notifications, one instance (light theme)")
     data = tmp / "data"
     app = App(binary, data, env, procs, tmp, "light")
     if window_id(env, OVERLAY_TITLE) and mapped(env, OVERLAY_TITLE):
@@ -319,7 +331,7 @@ def part_overlay(binary, env, tmp, procs, display, artifacts, calls_path, hub_bi
 
 
 def part_dark(binary, env, tmp, procs, display, artifacts, data):
-    log("2/3 window places kept, overlay in the dark theme")
+    log("2/4 window places kept, overlay in the dark theme")
     dark = dict(env, GTK_THEME="Adwaita:dark")
     app = App(binary, data, dark, procs, tmp, "dark")
     main = w.wait_for("the main window", lambda: window_id(env, MAIN_TITLE), 10)
@@ -340,8 +352,8 @@ def part_dark(binary, env, tmp, procs, display, artifacts, data):
     app.close(display)
 
 
-def part_links(binary, env, tmp, procs):
-    log("3/3 the overlay's DOM, links to the system browser (WebDriver)")
+def part_links(binary, env, tmp, procs, calls_path, hub_bin):
+    log("3/4 the overlay's DOM, links to the system browser (WebDriver)")
     bindir = tmp / "bin"
     bindir.mkdir()
     opened = tmp / "opened.txt"
@@ -432,8 +444,125 @@ def part_links(binary, env, tmp, procs):
         if mapped(env, OVERLAY_TITLE) == shown:
             raise Fail("the old shortcut still toggles the overlay")
         log("   Settings → Desktop: bad shortcut refused (invalid_shortcut), Alt+F9 saved to desktop.json and in force, the old one gone: ok")
+
+        # Settings → Desktop → Notifications: with a kind's switch off, that kind raises no
+        # Notify while another kind still does (the one that does comes after it, so its
+        # Notify shows the event of the quiet one was handled).
+        hub = fake_hub.FakeHub(hub_bin, procs, tmp / "hub-links.stderr")
+        fake_hub.use_hub(lambda m, p, b: (lambda r: (r["ok"]["status"], r["ok"]["body"]))(wd.invoke("api", {"method": m, "path": p, "body": b})), hub)
+
+        def switch(box, key, on):
+            wd.js("document.getElementById('desktop-status').textContent = '';"
+                  "const b = document.getElementById(arguments[0]); if (b.checked !== arguments[1]) b.click();", box, on)
+            w.wait_for(f"{key} = {on} saved", lambda: wd.js("return document.getElementById('desktop-status').textContent") == "Saved."
+                       and json.loads((tmp / "links-data" / "desktop.json").read_text()).get(key) is on, 10)
+
+        switch("setting-notify-errors", "notify_errors", False)
+        switch("setting-notify-permissions", "notify_permissions", False)
+        unfocus(env)
+        before = len(notify_calls(calls_path))
+        oops = f"Quiet error {uuid.uuid4().hex[:6]}: the gateway went away."
+        post_error(ready, sid, "gateway_down", oops)
+        preview = f"git push --force-{uuid.uuid4().hex[:6]}"
+        hub.permission(f"req-{uuid.uuid4().hex[:8]}", "Bash", preview)
+        w.wait_for("the permission card", lambda: any(m.get("input_preview") == preview for m in wd.invoke("api", {"method": "GET", "path": f"/api/sessions/{sid}/messages", "body": None})["ok"]["body"]), 20)
+        tip = f"Still on {uuid.uuid4().hex[:6]}: insights notify."
+        post(ready, f"insights:{sid}", tip)
+        w.wait_for("a Notify call for the insight (its switch on)", lambda: notified(calls_path, before, "New insight", tip), 20)
+        time.sleep(1)
+        loud = [c for c in notify_calls(calls_path)[before:] if c["body"] in (oops, preview)]
+        if loud:
+            raise Fail(f"Notify for a kind switched off: {loud}")
+        log("   errors and permissions switched off → no Notify for either; an insight still notifies: ok")
+
+        switch("setting-notify-insights", "notify_insights", False)
+        switch("setting-notify-errors", "notify_errors", True)
+        unfocus(env)
+        before = len(notify_calls(calls_path))
+        tip = f"Quiet insight {uuid.uuid4().hex[:6]}."
+        post(ready, f"insights:{sid}", tip)
+        oops = f"Loud error {uuid.uuid4().hex[:6]}: the model refused."
+        post_error(ready, sid, "refused", oops)
+        w.wait_for("a Notify call for the error (its switch on again)", lambda: notified(calls_path, before, "Assistant error", oops), 20)
+        time.sleep(1)
+        if any(c["body"] == tip for c in notify_calls(calls_path)[before:]):
+            raise Fail("Notify for an insight with insights switched off")
+        log("   insights switched off → no Notify; errors switched on again → Notify: ok")
+        hub.close()
     finally:
         wd.end()
+
+
+def near(got, want, slack=2):
+    return all(abs(g - v) <= slack for g, v in zip(got, want))
+
+
+def stacking(env):
+    """The managed windows, bottom to top (EWMH)."""
+    out = x(env, "xprop", "-root", "-notype", "_NET_CLIENT_LIST_STACKING")
+    return [int(i, 16) for i in re.findall(r"0x[0-9a-f]+", out)]
+
+
+def part_wm(binary, env, tmp, procs, display):
+    log("4/4 under a window manager (openbox): the overlay on top, dragged, resized, kept")
+    ob = wm.start_openbox(env, procs, tmp / "openbox.stderr")
+    app = App(binary, tmp / "wm-data", env, procs, tmp, "wm")
+    x(env, "xdotool", "key", "ctrl+shift+space")
+    w.wait_for("the shortcut to open the overlay", lambda: mapped(env, OVERLAY_TITLE), 15)
+    ov = window_id(env, OVERLAY_TITLE)
+    main = window_id(env, MAIN_TITLE)
+    shot = tmp / "wm-overlay.png"
+    w.wait_for("the overlay to paint its page", lambda: shot_of(env, ov, shot)[0] > 0.02, 30, 0.5)
+
+    # The main window activated (the window manager raises it): the overlay stays above it.
+    x(env, "xdotool", "windowactivate", "--sync", str(main))
+    order = w.wait_for("both windows in the stacking order", lambda: (lambda o: o if ov in o and main in o else None)(stacking(env)), 10)
+    if order.index(ov) < order.index(main):
+        raise Fail(f"the raised main window is above the overlay: {order}")
+    log("   main window raised by the window manager → the overlay stays above it: ok")
+
+    # Dragged by its header (the page's drag region → start_dragging → the window manager).
+    x0, y0, wd, ht, _ = geometry(env, ov)
+    dx = -150 if x0 > 400 else 150
+    dy = 90 if y0 < 300 else -90
+    grab = (x0 + wd // 2, y0 + 8)
+    wm.drag(env, grab, (grab[0] + dx, grab[1] + dy))
+    want = (x0 + dx, y0 + dy)
+    try:
+        w.wait_for(f"the overlay to move to about {want}", lambda: near(geometry(env, ov)[:2], want), 10)
+    except Fail:
+        raise Fail(f"the overlay dragged by ({dx}, {dy}) from ({x0}, {y0}) is at {geometry(env, ov)[:2]}") from None
+    if geometry(env, ov)[2:4] != (wd, ht):
+        raise Fail(f"the drag changed the overlay's size: {(wd, ht)} → {geometry(env, ov)[2:4]}")
+    log(f"   dragged by its header ({dx:+}, {dy:+}) → moved from ({x0}, {y0}) to {geometry(env, ov)[:2]}: ok")
+
+    # Resized from its bottom-right corner (the undecorated window's 5 px border).
+    x1, y1, wd, ht, _ = geometry(env, ov)
+    dw = 60 if x1 + wd + 80 < 1280 else -60
+    dh = 40 if y1 + ht + 60 < 800 else -40
+    corner = (x1 + wd - 2, y1 + ht - 2)
+    wm.drag(env, corner, (corner[0] + dw, corner[1] + dh))
+    want = (x1, y1, wd + dw, ht + dh)
+    try:
+        w.wait_for(f"the overlay to resize to about {want[2:]}", lambda: near(geometry(env, ov)[:4], want), 10)
+    except Fail:
+        raise Fail(f"the overlay resized by ({dw}, {dh}) from {(x1, y1, wd, ht)} is {geometry(env, ov)[:4]}") from None
+    placed = geometry(env, ov)[:4]
+    log(f"   resized from its corner ({dw:+}, {dh:+}) → {placed[2]}×{placed[3]} at {placed[:2]}: ok")
+
+    # Quit and start again: the overlay comes back where it was left, at its size.
+    app.close(display)
+    app = App(binary, tmp / "wm-data", env, procs, tmp, "wm-again")
+    x(env, "xdotool", "key", "ctrl+shift+space")
+    w.wait_for("the shortcut to open the overlay", lambda: mapped(env, OVERLAY_TITLE), 15)
+    ov = window_id(env, OVERLAY_TITLE)
+    try:
+        w.wait_for(f"the overlay at {placed}", lambda: geometry(env, ov)[:4] == placed, 10)
+    except Fail:
+        raise Fail(f"the overlay left at {placed} came back at {geometry(env, ov)[:4]}") from None
+    log(f"   next launch → the overlay at {placed[:2]}, {placed[2]}×{placed[3]} again: ok")
+    app.close(display)
+    wm.stop_openbox(env, ob)
 
 
 def main():
@@ -444,12 +573,12 @@ def main():
     ap.add_argument("--fake-hub", type=Path, default=fake_hub.DEFAULT_BIN, help="the fake clawborrator hub (built when absent)")
     opts = ap.parse_args()
 
-    tools = ("Xvfb", "xdotool", "xwininfo", "xprop", "import", "convert", "dbus-run-session", "dbus-send", "tauri-driver", "WebKitWebDriver")
+    tools = ("Xvfb", "openbox", "xdotool", "xwininfo", "xprop", "import", "convert", "dbus-run-session", "dbus-send", "tauri-driver", "WebKitWebDriver")
     missing = [t for t in tools if not shutil.which(t)]
     if subprocess.run([SYSTEM_PYTHON, "-c", "import dbus, gi"], capture_output=True).returncode != 0:
         missing.append("python3-dbus/python3-gi")
     if missing:
-        print(f"missing: {' '.join(missing)}\n  apt-get install -y xvfb xdotool x11-utils imagemagick dbus python3-dbus python3-gi webkit2gtk-driver", file=sys.stderr)
+        print(f"missing: {' '.join(missing)}\n  apt-get install -y xvfb openbox xdotool x11-utils imagemagick dbus python3-dbus python3-gi webkit2gtk-driver", file=sys.stderr)
         return 2
     if os.environ.get("SW_PRIVATE_BUS") != "1":
         # A private session bus for the whole test (and nothing of the caller's).
@@ -487,7 +616,8 @@ def main():
             try:
                 data, _ = part_overlay(binary, env, tmp, procs, display, opts.artifacts, calls_path, hub_bin)
                 part_dark(binary, env, tmp, procs, display, opts.artifacts, data)
-                part_links(binary, env, tmp, procs)
+                part_links(binary, env, tmp, procs, calls_path, hub_bin)
+                part_wm(binary, env, tmp, procs, display)
             finally:
                 procs.stop_all()
     except Fail as e:
