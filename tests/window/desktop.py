@@ -38,8 +38,9 @@ tauri-driver, and the fake clawborrator hub (tests/browser/fake_hub.sh; built wh
    and only what needs a manager runs with one): the overlay stays above the main window when
    the manager raises that; dragged by its header with the pointer (xdotool mousedown,
    mousemove, mouseup) it moves by the drag; pulled by its bottom-right corner it grows by the
-   pull (Tauri's resize border of an undecorated window); the next launch puts it back at that
-   place and size.
+   pull (Tauri's resize border of an undecorated window), and shrinks by a pull of its resize
+   grip (the page's handle, start_resize_dragging); the next launch puts it back at that place
+   and size.
 
 What is faked: the notification server (a small one of this test's own, notification_server.py,
 so that the test sees each call; the protocol on the bus is the real one) and the clawborrator
@@ -525,7 +526,7 @@ def part_wm(binary, env, tmp, procs, display):
     x0, y0, wd, ht, _ = geometry(env, ov)
     dx = -150 if x0 > 400 else 150
     dy = 90 if y0 < 300 else -90
-    grab = (x0 + wd // 2, y0 + 8)
+    grab = (x0 + wd // 2, y0 + 20)
     wm.drag(env, grab, (grab[0] + dx, grab[1] + dy))
     want = (x0 + dx, y0 + dy)
     try:
@@ -547,8 +548,20 @@ def part_wm(binary, env, tmp, procs, display):
         w.wait_for(f"the overlay to resize to about {want[2:]}", lambda: near(geometry(env, ov)[:4], want), 10)
     except Fail:
         raise Fail(f"the overlay resized by ({dw}, {dh}) from {(x1, y1, wd, ht)} is {geometry(env, ov)[:4]}") from None
+    x1, y1, wd, ht = geometry(env, ov)[:4]
+    log(f"   resized from its corner's border ({dw:+}, {dh:+}) → {wd}×{ht} at {(x1, y1)}: ok")
+
+    # And by its grip (the page's resize handle → start_resize_dragging → the window manager),
+    # inside the corner but outside that border.
+    grip = (x1 + wd - 7, y1 + ht - 7)
+    wm.drag(env, grip, (grip[0] - 50, grip[1] - 30))
+    want = (x1, y1, wd - 50, ht - 30)
+    try:
+        w.wait_for(f"the overlay to resize to about {want[2:]}", lambda: near(geometry(env, ov)[:4], want), 10)
+    except Fail:
+        raise Fail(f"the overlay resized by its grip by (-50, -30) from {(x1, y1, wd, ht)} is {geometry(env, ov)[:4]}") from None
     placed = geometry(env, ov)[:4]
-    log(f"   resized from its corner ({dw:+}, {dh:+}) → {placed[2]}×{placed[3]} at {placed[:2]}: ok")
+    log(f"   resized by its grip (-50, -30) → {placed[2]}×{placed[3]} at {placed[:2]}: ok")
 
     # Quit and start again: the overlay comes back where it was left, at its size.
     app.close(display)
