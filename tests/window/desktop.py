@@ -609,6 +609,7 @@ def main():
     signal.alarm(opts.timeout)
     procs = w.Procs()
     started = time.monotonic()
+    laps = []
     try:
         with tempfile.TemporaryDirectory(prefix="sw-desktop-", ignore_cleanup_errors=True) as t:
             tmp = Path(t)
@@ -627,10 +628,15 @@ def main():
             )
             log(f"Xvfb on {display}, private session bus, binary {binary}")
             try:
+                laps.append(time.monotonic())
                 data, _ = part_overlay(binary, env, tmp, procs, display, opts.artifacts, calls_path, hub_bin)
+                laps.append(time.monotonic())
                 part_dark(binary, env, tmp, procs, display, opts.artifacts, data)
+                laps.append(time.monotonic())
                 part_links(binary, env, tmp, procs, calls_path, hub_bin)
+                laps.append(time.monotonic())
                 part_wm(binary, env, tmp, procs, display)
+                laps.append(time.monotonic())
             finally:
                 procs.stop_all()
     except Fail as e:
@@ -639,7 +645,8 @@ def main():
     finally:
         signal.alarm(0)
         procs.stop_all()
-    log(f"PASS in {time.monotonic() - started:.1f} s")
+    parts = ", ".join(f"{b - a:.0f}" for a, b in zip(laps, laps[1:]))
+    log(f"PASS in {time.monotonic() - started:.1f} s (parts 1–4: {parts} s)")
     return 0
 
 

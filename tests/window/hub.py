@@ -22,7 +22,7 @@ def ensure_built(path):
     """The fake hub's binary; the default one is built (tests/browser/fake_hub.sh) when absent."""
     if path.exists():
         return path
-    if path != DEFAULT_BIN:
+    if path != DEFAULT_BIN.resolve():
         raise w.Fail(f"no fake hub at {path}")
     w.log("   building the fake clawborrator hub (tests/browser/fake_hub.sh)")
     subprocess.run([str(ROOT / "tests" / "browser" / "fake_hub.sh")], check=True, timeout=900)
