@@ -449,8 +449,12 @@ def part_links(binary, env, tmp, procs, calls_path, hub_bin):
         # Settings → Desktop → Notifications: with a kind's switch off, that kind raises no
         # Notify while another kind still does (the one that does comes after it, so its
         # Notify shows the event of the quiet one was handled).
+        def api(method, path, body):
+            r = wd.invoke("api", {"method": method, "path": path, "body": body})["ok"]
+            return r["status"], r["body"]
+
         hub = fake_hub.FakeHub(hub_bin, procs, tmp / "hub-links.stderr")
-        fake_hub.use_hub(lambda m, p, b: (lambda r: (r["ok"]["status"], r["ok"]["body"]))(wd.invoke("api", {"method": m, "path": p, "body": b})), hub)
+        fake_hub.use_hub(api, hub)
 
         def switch(box, key, on):
             wd.js("document.getElementById('desktop-status').textContent = '';"
@@ -466,7 +470,7 @@ def part_links(binary, env, tmp, procs, calls_path, hub_bin):
         post_error(ready, sid, "gateway_down", oops)
         preview = f"git push --force-{uuid.uuid4().hex[:6]}"
         hub.permission(f"req-{uuid.uuid4().hex[:8]}", "Bash", preview)
-        w.wait_for("the permission card", lambda: any(m.get("input_preview") == preview for m in wd.invoke("api", {"method": "GET", "path": f"/api/sessions/{sid}/messages", "body": None})["ok"]["body"]), 20)
+        w.wait_for("the permission card", lambda: any(m.get("input_preview") == preview for m in api("GET", f"/api/sessions/{sid}/messages", None)[1]), 20)
         tip = f"Still on {uuid.uuid4().hex[:6]}: insights notify."
         post(ready, f"insights:{sid}", tip)
         w.wait_for("a Notify call for the insight (its switch on)", lambda: notified(calls_path, before, "New insight", tip), 20)
