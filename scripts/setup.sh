@@ -9,6 +9,8 @@ APT_TEST=(chromium xvfb xauth webkit2gtk-driver imagemagick)
 # The desktop window test (tests/window/desktop.py): key presses and window state (xdotool,
 # x11-utils), a private session bus with a notification server (dbus, python3-dbus/-gi).
 APT_TEST+=(xdotool x11-utils dbus-daemon dbus-bin python3-dbus python3-gi)
+# A small window manager in the test's X display, for dragging and resizing the undecorated overlay.
+APT_TEST+=(openbox)
 
 # Each step's heading carries the time since the start of the run ([min:sec]), so a CI log
 # shows where the time went.

@@ -35,12 +35,17 @@ export function toggleOverlay(invoke: Invoke | null, open: (url: string) => unkn
   else open(overlayUrl());
 }
 
+/** The overlay window's label (the shell's `desktop::OVERLAY`). */
+export const OVERLAY_LABEL = 'overlay';
+
 export function overlayChrome(invoke: Invoke | null): OverlayChrome {
   if (invoke) {
     return {
       draggable: true,
       openMain: () => void invoke('main_focus').catch(() => undefined),
       close: () => void invoke('overlay_hide').catch(() => undefined),
+      // The window manager resizes the window while the button is held (Tauri's window API).
+      startResize: () => void invoke('plugin:window|start_resize_dragging', { label: OVERLAY_LABEL, value: 'SouthEast' }).catch(() => undefined),
     };
   }
   return {

@@ -19,6 +19,9 @@ export interface OverlayChrome {
   close(): void;
   /** The header is a drag handle (the desktop overlay has no title bar). */
   draggable: boolean;
+  /** Resizes the window from its bottom-right corner while the button is held (the grip of
+   * the undecorated desktop overlay; a browser window has its own frame). */
+  startResize?: () => void;
 }
 
 /** The call the overlay follows: the newest live call, else the newest call, else none. */
@@ -95,10 +98,8 @@ export class Overlay {
       open,
       close,
     );
-    if (chrome.draggable) {
-      header.setAttribute('data-tauri-drag-region', '');
-      this.titleEl.setAttribute('data-tauri-drag-region', '');
-    }
+    // The whole header drags the window, its buttons excepted ("deep": any element inside).
+    if (chrome.draggable) header.setAttribute('data-tauri-drag-region', 'deep');
     this.input = h('input', {
       class: 'ov-input',
       id: 'overlay-input',
@@ -123,6 +124,16 @@ export class Overlay {
       form,
       this.status,
     );
+    const resize = chrome.startResize;
+    if (resize) {
+      const grip = h('div', { class: 'ov-grip', id: 'overlay-grip', title: 'Drag to resize', 'aria-hidden': 'true' });
+      grip.addEventListener('mousedown', (e) => {
+        if (e.button !== 0) return;
+        e.preventDefault();
+        resize();
+      });
+      this.root.append(grip);
+    }
     mount.replaceChildren(this.root);
     document.documentElement.classList.add('is-overlay');
     this.store.subscribe(() => this.schedule());

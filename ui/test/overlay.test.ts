@@ -5,7 +5,7 @@
 // exercised by the browser and window tests); the Store and the DOM code are the real ones.
 
 import { describe, expect, it } from 'vitest';
-import { isOverlayRoute, overlayUrl, prefsError, toggleOverlay } from '../src/desktop';
+import { isOverlayRoute, overlayChrome, overlayUrl, prefsError, toggleOverlay } from '../src/desktop';
 import { Overlay, OVERLAY_INSIGHTS, overlayModel, pickCall } from '../src/overlay';
 import { Store } from '../src/store';
 import type { ApiResponse, EventSink, Subscription, Transport } from '../src/transport';
@@ -125,6 +125,23 @@ describe('overlay view', () => {
     expect(mount.querySelector('#overlay-title')?.textContent).toBe('No call');
     expect(mount.querySelector<HTMLInputElement>('#overlay-input')!.disabled).toBe(true);
     expect(mount.querySelector('.ov-header')?.hasAttribute('data-tauri-drag-region')).toBe(false);
+    expect(mount.querySelector('#overlay-grip')).toBeNull();
+  });
+
+  it('the desktop overlay drags by its whole header and resizes from its grip', async () => {
+    const t = new MemTransport({ '/api/sessions': [] });
+    const mount = document.createElement('div');
+    let resizes = 0;
+    const ov = new Overlay(mount, t, { draggable: true, openMain: () => undefined, close: () => undefined, startResize: () => resizes++ });
+    await ov.start();
+    expect(mount.querySelector('.ov-header')?.getAttribute('data-tauri-drag-region')).toBe('deep');
+    const grip = mount.querySelector<HTMLElement>('#overlay-grip')!;
+    grip.dispatchEvent(new MouseEvent('mousedown', { button: 2, bubbles: true }));
+    expect(resizes).toBe(0);
+    const press = new MouseEvent('mousedown', { button: 0, bubbles: true, cancelable: true });
+    grip.dispatchEvent(press);
+    expect(resizes).toBe(1);
+    expect(press.defaultPrevented).toBe(true);
   });
 });
 
@@ -143,6 +160,18 @@ describe('desktop helpers', () => {
       return true as T;
     });
     expect(invoked).toEqual(['overlay_toggle']);
+  });
+
+  it('the desktop chrome resizes through the window API; the browser has no grip', async () => {
+    const invoked: [string, unknown][] = [];
+    const chrome = overlayChrome(async <T,>(c: string, a?: Record<string, unknown>) => {
+      invoked.push([c, a]);
+      return undefined as T;
+    });
+    chrome.startResize?.();
+    expect(invoked).toEqual([['plugin:window|start_resize_dragging', { label: 'overlay', value: 'SouthEast' }]]);
+    expect(overlayChrome(null).startResize).toBeUndefined();
+    expect(overlayChrome(null).draggable).toBe(false);
   });
 
   it('a refused setting reads as its code and sentence', () => {
