@@ -45,7 +45,8 @@ fn is_none_text(t: &str) -> bool {
 }
 
 /// The notice an event deserves under `prefs`, if any: a new visible insight (not a draft), an
-/// assistant error, a permission request. Updates never notify (they repeat what was shown).
+/// assistant error, a permission request, and a message of the user's that could not be
+/// delivered (under the errors switch). Other updates never notify (they repeat what was shown).
 pub fn notice_for(event: &Value, prefs: &DesktopPrefs) -> Option<Notice> {
     match event["type"].as_str()? {
         "insight_added" => {
@@ -91,6 +92,27 @@ pub fn notice_for(event: &Value, prefs: &DesktopPrefs) -> Option<Notice> {
                 }),
                 _ => None,
             }
+        }
+        // A user message whose delivery failed for good (the outbox gave up: a refusal, or
+        // the assistant unreachable past its retries): the user must know it did not arrive.
+        "message_updated" => {
+            let m = &event["message"];
+            if !prefs.notify_errors
+                || m["kind"].as_str()? != "user"
+                || m["delivery"].as_str()? != "failed"
+            {
+                return None;
+            }
+            let why = m["delivery_error"]["message"].as_str().unwrap_or_default();
+            Some(Notice {
+                kind: NoticeKind::Error,
+                title: "Message not delivered".into(),
+                body: clip(if why.trim().is_empty() {
+                    "The assistant did not receive your message. Open StageWhisper to retry."
+                } else {
+                    why
+                }),
+            })
         }
         _ => None,
     }
@@ -166,6 +188,36 @@ mod tests {
         ] {
             assert_eq!(notice_for(&quiet, &p), None, "{quiet}");
         }
+    }
+
+    #[test]
+    fn a_failed_delivery_notifies_under_the_errors_switch() {
+        let failed = |delivery: &str| {
+            json!({"id": 9, "type": "message_updated", "message": {"id": "u", "kind": "user",
+                "text": "hello", "delivery": delivery,
+                "delivery_error": {"code": "assistant_refused", "message": "401 from the assistant"}}})
+        };
+        let p = DesktopPrefs::default();
+        let n = notice_for(&failed("failed"), &p).expect("a notice");
+        assert_eq!(
+            (n.kind, n.title.as_str(), n.body.as_str()),
+            (
+                NoticeKind::Error,
+                "Message not delivered",
+                "401 from the assistant"
+            )
+        );
+        assert_eq!(notice_for(&failed("sent"), &p), None);
+        assert_eq!(notice_for(&failed("pending"), &p), None);
+        let off = DesktopPrefs {
+            notify_errors: false,
+            ..DesktopPrefs::default()
+        };
+        assert_eq!(notice_for(&failed("failed"), &off), None);
+        // An assistant message's update (a draft settling) never notifies.
+        let settled = json!({"id": 10, "type": "message_updated",
+            "message": {"id": "a", "kind": "assistant", "text": "done", "delivery": null}});
+        assert_eq!(notice_for(&settled, &p), None);
     }
 
     #[test]

@@ -15,7 +15,8 @@ tauri-driver, and the fake clawborrator hub (tests/browser/fake_hub.sh; built wh
    key presses through xdotool) reaches the call; the global shortcut (Ctrl+Shift+Space, sent
    with xdotool) hides and shows it again; with no app window focused, each kind raises a
    `Notify` call on the bus (seen by the server): an insight posted by a callback, an
-   assistant error (a callback with status `errored`), a permission request (the
+   assistant error (a callback with status `errored`), a message the assistant refuses with 401
+   (marked failed: "Message not delivered"), a permission request (the
    `clawborrator` kind made the active assistant through the control API, on the fake hub:
    its `permission_request` becomes a card in the call's chat); none while the server says
    `Inhibited` (Do-Not-Disturb); a second launch exits 0 without a window and the first one
@@ -140,6 +141,34 @@ def post_error(ready, session_id, code, message):
     )
     if status != 200 or not (isinstance(body, dict) and body.get("ok")) or body.get("ignored"):
         raise Fail(f"errored callback not applied: {status} {body}")
+
+
+def refusing_assistant():
+    """A loopback HTTP server that answers 401 to every request (an assistant whose relay token
+    was revoked), serving from a thread until `shutdown()`."""
+    import http.server
+    import threading
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def _refuse(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            if n:
+                self.rfile.read(n)
+            body = b'{"error":"unauthorized"}'
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = do_DELETE = _refuse
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 def unfocus(env):
@@ -286,6 +315,30 @@ def part_overlay(binary, env, tmp, procs, display, artifacts, calls_path, hub_bi
     if not any(m.get("kind") == "permission" and m.get("input_preview") == preview and m.get("state") == "pending" for m in msgs):
         raise Fail(f"no pending permission card in the call's chat: {st} {msgs}")
     log(f"   clawborrator permission_request → card in the call + Notify {got[0]['summary']!r} / {got[0]['body']!r}: ok")
+
+    # A message the assistant refuses for good (401): the outbox marks it failed, and the user
+    # is told it did not arrive. The assistant here is a loopback server answering 401 to all.
+    refuser = refusing_assistant()
+    st, body = app.api("PUT", "/api/assistant", {"kind": "incoming", "base_url": f"http://127.0.0.1:{refuser.server_port}", "relay_token": "revoked-relay-token-0123456789"})
+    if st != 200:
+        raise Fail(f"switch to the refusing assistant: {st} {body}")
+    lost = f"Did they agree {uuid.uuid4().hex[:6]}?"
+    st, body = app.api("POST", f"/api/sessions/{sid}/messages", {"text": lost})
+    if st not in (200, 201, 202):
+        raise Fail(f"send a message: {st} {body}")
+    got = w.wait_for(
+        "a Notify call for the undelivered message",
+        lambda: [c for c in notify_calls(calls_path)[before:] if c["summary"] == "Message not delivered"],
+        30,
+    )
+    st, msgs = app.api("GET", f"/api/sessions/{sid}/messages")
+    mine = [m for m in msgs if m.get("kind") == "user" and m.get("text") == lost]
+    why = (mine[0].get("delivery_error") or {}).get("message", "") if mine else ""
+    # The body is the delivery error's sentence, cut with an ellipsis when it is long.
+    if not mine or mine[0].get("delivery") != "failed" or not why or not why.startswith(got[0]["body"].removesuffix("…")):
+        raise Fail(f"the Notify body is not the failed message's delivery error: {got[0]} / {mine}")
+    refuser.shutdown()
+    log(f"   assistant answers 401 → message failed → Notify {got[0]['summary']!r} / {got[0]['body']!r}: ok")
 
     set_inhibited(env, True)
     mark = len(app.log_text())

@@ -104,7 +104,7 @@ export class DesktopSettings {
           'div',
           { class: 'setting-checks' },
           check(this.boxes.notify_insights, 'New insights'),
-          check(this.boxes.notify_errors, 'Assistant errors'),
+          check(this.boxes.notify_errors, 'Assistant errors and undelivered messages'),
           check(this.boxes.notify_permissions, 'Permission requests'),
         ),
       ),
