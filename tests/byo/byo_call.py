@@ -25,6 +25,7 @@ The app is driven only through its control API, as the UI does. Per plugin:
   9. end call -> a summary message (assistant) in the call's conversation
  10. wire check: no transcript, chat or reply text in clear in the proxy's captured bytes
  11. DELETE /api/assistant -> the plugin's next requests get 401
+(step 8's message has accents, CJK and an emoji, and must come back whole in the reply)
 Ends with "N passed, M failed" (one line per step above, per plugin); exit 1 on any failure.
 SW_BYO_KEEP=1 keeps the temp dirs and logs; on a failure the app's and plugin's logs are dumped.
 SW_BYO_LATENCY_TURNS=N adds a benchmark step (not a test): N final turns one at a time, the
@@ -68,7 +69,9 @@ LATENCY_TURNS = int(os.environ.get("SW_BYO_LATENCY_TURNS", "0"))
 # What the call says (must never cross the plugin <-> app wire in clear).
 TURNS = [("Client", "Our procurement board meets on the fourteenth of March."),
          ("Me", "Then I will send the security questionnaire answers by Tuesday.")]
-CHAT = "Which objection should I prepare for before the pricing call?"
+# Non-ASCII on purpose: it crosses the real plugin sealed both ways (the desktop's seal, the
+# plugin's open, the model, the plugin's seal, the desktop's open) and must come back whole.
+CHAT = "Which objection should I prepare for before the pricing call with Zoë in München — 東京 team 🎉?"
 
 
 def log(msg: str) -> None:
@@ -321,9 +324,15 @@ class ByoOpenClaw(Peer):
         }
         if self.version.startswith("2026.9"):
             # `default` as the only agent (with the stock set-up the probe and chat fail there).
+            # (`systemAgent: {agentId: default}` is a retired key there: its doctor drops it at
+            # every start.)
             agents["entries"] = {"default": {"model": {"primary": f"stub/{STUB_MODEL_ID}"},
                                              "workspace": str(self.home / "workspace")}}
-            config["systemAgent"] = {"agentId": "default"}
+            # No browser Control UI: on a start without its built assets the gateway rebuilds
+            # them in the background (over a minute of CPU on 2 cores, the event loop blocked
+            # for seconds at a time), which made the plugin's 15 s start-up probe of
+            # /v1/responses time out, so its heartbeats said `display_model: null`.
+            config["gateway"]["controlUi"] = {"enabled": False}
         self.config_path.write_text(json.dumps(config, indent=2) + "\n")
         self.config_path.chmod(0o600)
 
@@ -337,6 +346,9 @@ class ByoOpenClaw(Peer):
             "OPENCLAW_SKIP_GMAIL_WATCHER": "1", "OPENCLAW_HIDE_BANNER": "1",
             "OPENCLAW_NO_ONBOARD": "1", "OPENCLAW_NO_PROMPT": "1",
         })
+        if os.environ.get("SW_BYO_OPENCLAW_TRACE") == "1":
+            # The gateway's own start-up timing lines (in its log; see tests/byo/README.md).
+            env["OPENCLAW_GATEWAY_STARTUP_TRACE"] = "1"
         return env
 
     def cli(self, *args: str, timeout: float = 180) -> tuple[int, str]:
@@ -502,9 +514,26 @@ def run_plugin(name: str, stub: ByoStubServer, results: Results) -> None:
         def model_name() -> str:
             # What the heartbeat reports: OpenClaw sends `display_model: null` while its own
             # /v1/responses start-up probe has not succeeded (heartbeat status `unverified`).
-            a = wait_for("display_model", lambda: (lambda v: v if v.get("display_model") else None)(
-                app.assistant()), timeout=45, every=1)
-            return repr(a["display_model"])
+            # On a failure the heartbeats the proxy saw tell whose fault it is.
+            try:
+                a = wait_for("display_model", lambda: (lambda v: v if v.get("display_model") else None)(
+                    app.assistant()), timeout=45, every=1)
+            except AssertionError:
+                beats = [b for _, b in proxy.requests("/heartbeat") if isinstance(b, dict)]
+                models = [b.get("display_model") for b in beats if b.get("display_model")]
+                if not beats:
+                    raise AssertionError("no heartbeat with a body reached the app") from None
+                if not models:
+                    raise AssertionError(
+                        f"the peer reported no model: its {len(beats)} heartbeat(s) say "
+                        f"status {beats[-1].get('status')!r}, display_model null (its own "
+                        "start-up probe of /v1/responses did not succeed)") from None
+                raise AssertionError(f"the app lost it: a heartbeat said display_model "
+                                     f"{models[-1]!r}, GET /api/assistant shows none") from None
+            beats = [b for _, b in proxy.requests("/heartbeat") if isinstance(b, dict)]
+            said = [b.get("display_model") for b in beats if b.get("display_model")]
+            assert a["display_model"] in said, f"shown {a['display_model']!r}, heartbeats said {said}"
+            return f"{a['display_model']!r} (as its heartbeat said)"
 
         def capabilities() -> str:
             a = wait_for("capabilities.raw_description", lambda: (
@@ -552,7 +581,9 @@ def run_plugin(name: str, stub: ByoStubServer, results: Results) -> None:
                 and (m.get("user_message_id") in (None, user.get("message_id")))], timeout=TURN)
             ctx["reply"] = reply[0]["text"]
             assert "Stub reply" in reply[0]["text"], reply
-            return repr(reply[0]["text"][:100])
+            # The stub model echoes the user's words: accents, CJK and emoji came back intact.
+            assert CHAT in reply[0]["text"], f"the non-ASCII words did not come back whole: {reply}"
+            return repr(reply[0]["text"][:120])
 
         def summary() -> str:
             call = ctx["call"]
@@ -602,7 +633,7 @@ def run_plugin(name: str, stub: ByoStubServer, results: Results) -> None:
         step("transcript turns -> insight", insights)
         if LATENCY_TURNS:
             step("benchmark: final turn -> insight latency", latency, needs=False)
-        step("chat message -> assistant reply", chat, needs=False)
+        step("chat message (accents, CJK, emoji) -> assistant reply, words intact", chat, needs=False)
         step("end call -> summary message", summary, needs=False)
         step("wire check: no clear text between plugin and app", wire, needs=False)
         step("unpair -> the plugin gets 401", unpair, needs=False)

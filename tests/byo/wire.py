@@ -62,6 +62,26 @@ class RecordingProxy:
         with self.lock:
             return b"".join(c for t, d, _, c in self.chunks if t >= since and d == "down")
 
+    def requests(self, path_suffix: str, since: float = 0.0) -> list[tuple[str, Any]]:
+        """Every `POST …<path_suffix>` the plugin sent, in order: (path, JSON body or None)."""
+        import json
+        import re
+
+        head = re.compile(rb"POST (\S+) HTTP/1\.[01]\r\n(.*?)\r\n\r\n", re.S)
+        out = []
+        for stream in self.captured(since).split(b"\n\0\n"):
+            for m in head.finditer(stream):
+                path = m.group(1).decode("latin-1")
+                if not path.split("?")[0].endswith(path_suffix):
+                    continue
+                n = re.search(rb"(?im)^content-length:\s*(\d+)", m.group(2))
+                raw = stream[m.end(): m.end() + int(n.group(1))] if n else b""
+                try:
+                    out.append((path, json.loads(raw) if raw else None))
+                except ValueError:
+                    out.append((path, None))
+        return out
+
     def total(self) -> int:
         with self.lock:
             return sum(len(c) for *_, c in self.chunks)

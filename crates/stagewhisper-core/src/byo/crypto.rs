@@ -522,3 +522,7 @@ fn ascii_only(s: &str) -> String {
 #[cfg(test)]
 #[path = "crypto_tests.rs"]
 pub(crate) mod tests;
+
+#[cfg(test)]
+#[path = "crypto_nonascii_tests.rs"]
+mod openclaw_nonascii;
