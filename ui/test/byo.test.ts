@@ -126,7 +126,7 @@ describe('Settings → Assistant for the byo kind', () => {
     expect(profileText({ tools: ['x'] })).toBe('{"tools":["x"]}');
     const cfg = JSON.parse(openclawConfig(PAIRING));
     expect(cfg.plugins.entries.stagewhisper.config.transport).toBe('sse');
-    expect(cfg.systemAgent.agentId).toBe('default');
+    expect(cfg.systemAgent).toBeUndefined();
     expect(Object.keys(cfg.agents.entries)).toEqual(['default']);
     expect(cfg.gateway.http.endpoints.responses.enabled).toBe(true);
   });

@@ -67,7 +67,8 @@ export function countdown(expiresAt: string, nowMs: number): string {
 
 /**
  * The OpenClaw 2026.9.x configuration to paste by hand (its pair CLI crashes after pairing):
- * the relay in `sse` transport, the responses endpoint on, `default` as the only agent. The
+ * the relay in `sse` transport, the responses endpoint on, `default` as the only agent (2026.9.6
+ * retired `systemAgent`: its doctor drops it at every start, so the block does not carry it). The
  * integration id, relay token and keys come from a pairing the plugin completed; until then the
  * block names where they go.
  */
@@ -76,7 +77,6 @@ export function openclawConfig(p: Pairing): string {
     {
       gateway: { http: { endpoints: { responses: { enabled: true } } } },
       agents: { entries: { default: {} } },
-      systemAgent: { agentId: 'default' },
       plugins: { entries: { stagewhisper: { config: { transport: 'sse' } } } },
       channels: {
         stagewhisper: {
