@@ -799,6 +799,11 @@ async fn a_whole_call_goes_through_sealed_jobs_and_survives_a_restart() {
     );
     let tr = format!("{H}/integrations/{}/test-reply", p.integration_id);
     let body = json!({"test_id": task["id"], "content": "Hi, I can hear you."});
+    let store = app.conversation.store().clone();
+    let mut events = app
+        .conversation
+        .hub()
+        .subscribe(store.clone(), store.last_event_id().await.unwrap());
     assert_eq!(
         relay(&app, "POST", &tr, Some(&p.token), Some(&body))
             .await
@@ -807,6 +812,15 @@ async fn a_whole_call_goes_through_sealed_jobs_and_survives_a_restart() {
     );
     let (_, view) = api(&app, Method::GET, "/api/assistant", Value::Null).await;
     assert_eq!(view["last_test"]["state"], "ok", "{view}");
+    // The reply is announced on the event stream (an `assistant_status` event), so an open view
+    // reads the assistant again at once instead of at its next poll.
+    let ev = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .expect("an event after the test reply")
+        .unwrap();
+    let data: Value = serde_json::from_str(&ev.json).unwrap();
+    assert_eq!(ev.event_type, "assistant_status", "{data}");
+    assert_eq!(data["assistant"]["kind"], "byo", "{data}");
     let (s, v) = api(&app, Method::POST, "/api/assistant/byo/probe", Value::Null).await;
     assert_eq!(s, 202, "{v}");
     stream.next_of("capability_probe").await;

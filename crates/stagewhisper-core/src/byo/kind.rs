@@ -575,9 +575,17 @@ impl ByoKind {
     }
 
     pub(crate) fn test_replied(&self, test_id: &str, content: &str) {
-        let mut live = self.inner.live.lock().expect("live lock");
-        live.last_test = Some(json!({"test_id": test_id, "state": "ok",
-            "content": content, "replied_at": self.inner.ctx.now()}));
+        {
+            let mut live = self.inner.live.lock().expect("live lock");
+            live.last_test = Some(json!({"test_id": test_id, "state": "ok",
+                "content": content, "replied_at": self.inner.ctx.now()}));
+        }
+        // The status itself is unchanged, but its event makes an open view read the assistant
+        // again at once, so the answer shows without waiting for the next poll.
+        if self.is_active() {
+            let (word, detail) = self.status_word();
+            self.inner.ctx.status_event(KIND, word, &detail, None);
+        }
     }
 
     pub(crate) async fn insert_and_push(&self, j: &NewJob<'_>) -> Result<(), KindError> {
