@@ -1,10 +1,13 @@
+// @vitest-environment happy-dom
 // The chat's bounded window of loaded messages (window.ts, store.ts): scrolling up drops the
 // newer end, scrolling back down loads it again by cursor, live events past a dropped end land
 // once the page covering them does. The pages come from `pageOf` below, a stand-in for
 // `GET …/messages?limit=N&before=ID` over an in-memory history (the route itself is tested
-// against the real binary in the Rust suite); the store is the real one.
+// against the real binary in the Rust suite); the store is the real one. The virtual list's
+// geometry is stubbed (happy-dom has no layout): rows of 50 px in a 500 px viewport.
 import { describe, expect, it } from 'vitest';
 import { type Change, Store } from '../src/store';
+import { VList } from '../src/vlist';
 import { MESSAGE_PAGE, MESSAGE_WINDOW } from '../src/window';
 
 const SID = 'chat-w';
@@ -189,5 +192,66 @@ describe('paged insights and transcript in the store', () => {
     expect(c.insights.map((i) => i.id)).toEqual([6, 5, 4, 3, 2, 1]);
     expect(c.transcript.map((t) => t.id)).toEqual([2, 3, 4, 5, 6]);
     expect([c.insightsOlder, c.transcriptOlder]).toEqual([null, '/t?before=2']);
+  });
+});
+
+describe('the virtual list when far rows leave the window', () => {
+  function setup(n: number) {
+    const scroller = document.createElement('div');
+    document.body.append(scroller);
+    Object.defineProperty(scroller, 'clientHeight', { value: 500, configurable: true });
+    Object.defineProperty(scroller, 'clientWidth', { value: 600, configurable: true });
+    let top = 0;
+    Object.defineProperty(scroller, 'scrollTop', { get: () => top, set: (v: number) => (top = v), configurable: true });
+    Object.defineProperty(scroller, 'scrollHeight', { get: () => items.length * 50, configurable: true });
+    const items = Array.from({ length: n }, (_, i) => msg(i + 1));
+    const list = new VList<ReturnType<typeof msg>>({
+      scroller,
+      key: (m) => String(m.id),
+      estimate: () => 50,
+      create: (m) => {
+        const el = document.createElement('div');
+        Object.defineProperty(el, 'offsetHeight', { value: 50 });
+        el.textContent = m.text;
+        return el;
+      },
+      update: () => {},
+      overscanPx: 100,
+    });
+    list.reset(items, true);
+    const scrollTo = (y: number) => {
+      scroller.scrollTop = y;
+      scroller.dispatchEvent(new Event('scroll'));
+      list.render();
+    };
+    return { scroller, items, list, scrollTo };
+  }
+
+  it('keeps the row the user reads in place when rows leave at either end or come back at the end', () => {
+    const { scroller, items, list, scrollTo } = setup(600);
+    scrollTo(300 * 50); // row 301 at the top of the viewport
+    items.splice(0, 200);
+    list.dropped(200, 0);
+    list.render();
+    expect(scroller.scrollTop).toBe(100 * 50);
+    expect(list.elementOf('301')).not.toBeNull();
+    items.splice(items.length - 100, 100);
+    list.dropped(0, 100);
+    list.render();
+    expect(scroller.scrollTop).toBe(100 * 50);
+    expect(list.length).toBe(300);
+    expect(list.renderedCount).toBeLessThan(30);
+
+    // At the end of what is loaded (not of the chat): a page coming back there does not pull the
+    // view down to its end.
+    scrollTo(300 * 50 - 500);
+    expect(list.atBottom).toBe(true);
+    const at = scroller.scrollTop;
+    items.push(...Array.from({ length: 200 }, (_, i) => msg(501 + i)));
+    list.appended(200);
+    list.render();
+    expect(scroller.scrollTop).toBe(at);
+    expect(list.atBottom).toBe(false);
+    expect(list.elementOf('500')).not.toBeNull();
   });
 });
