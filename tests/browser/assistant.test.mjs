@@ -363,7 +363,7 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
     assert.equal((await api(ready, 'POST', `/api/calls/${empty}/summarise`)).json.error, 'no_transcript');
 
     // The UI did not know (the transcript did not load): the app's 409 no_transcript turns it off.
-    const route = `**/api/calls/${empty}/transcript`;
+    const route = `**/api/calls/${empty}/transcript*`; // with its page parameters
     let failOnce = true;
     await page.route(route, (r) => {
       if (failOnce && r.request().method() === 'GET') {

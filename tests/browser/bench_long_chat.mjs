@@ -15,7 +15,8 @@
 //    the wall time from `page.goto` to that row (UI start, event stream, history list, click);
 // 3. scrolls to the top of the chat (each step: scrollTop = 0, then wait for the older page the
 //    UI loads), until the first message is in the DOM or `--scroll-seconds` have passed, and
-//    reads the process's VmRSS / VmHWM from /proc/PID/status before and after.
+//    reads the process's VmRSS / VmHWM from /proc/PID/status before and after, and the page's JS
+//    heap after a collection (CDP `Runtime.getHeapUsage`) with the messages its store holds.
 //
 // Targets (2 cores): chat open p99 < 200 ms; RSS after scrolling through the chat < 100 MB.
 
@@ -214,6 +215,13 @@ try {
   const scrollS = (performance.now() - t) / 1000;
   await page.waitForTimeout(1000);
   const rss2 = rss(pid);
+  // The page's JS heap after a full collection (what the UI keeps, not garbage yet to collect),
+  // and how many messages its store holds (`data-loaded`, published by the chat view; absent in
+  // UIs before the bounded window).
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('HeapProfiler.collectGarbage');
+  const heap = await cdp.send('Runtime.getHeapUsage');
+  const storeCount = await page.locator('#messages').getAttribute('data-loaded');
 
   const open = stats(inPage);
   console.log();
@@ -227,6 +235,10 @@ try {
   console.log(
     `RSS MiB of the headless process: after start ${rss0.rss.toFixed(1)}; after the ${OPENS} openings ${rss1.rss.toFixed(1)}; ` +
       `after scrolling ${rss2.rss.toFixed(1)} (peak ${rss2.hwm.toFixed(1)}; target < ${TARGET_RSS_MB})`,
+  );
+  console.log(
+    `JS heap of the page after scrolling to the top (after a GC): used ${(heap.usedSize / 2 ** 20).toFixed(1)} MiB of ` +
+      `${(heap.totalSize / 2 ** 20).toFixed(1)} MiB; messages in the UI's store: ${storeCount ?? 'not published'}`,
   );
   const ok = open.p99 < TARGET_OPEN_MS && rss2.rss < TARGET_RSS_MB;
   console.log(ok ? 'targets met' : 'TARGETS MISSED');

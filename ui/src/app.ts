@@ -14,6 +14,7 @@ import { SettingsView } from './settings';
 import { tunnelChip } from './tunnel';
 import { Store, tunnelActive, type Change } from './store';
 import { TranscriptView } from './transcript';
+import { listPath, messagesPath } from './window';
 import type { ApiResponse, StreamState, Subscription, Transport } from './transport';
 import type { Message, Session, TranscriptTurn } from './types';
 
@@ -41,10 +42,12 @@ const ASSISTANT_REFRESH_MS = 300;
 const TUNNEL_POLL_MS = 5000;
 const TUNNEL_FAST_POLL_MS = 1000;
 /**
- * Messages per page: a conversation opens on its newest page and loads older ones as the user
- * scrolls up (`GET …/messages?limit=N&before=ID`), so opening a long chat costs one page.
+ * A conversation opens on its newest page of messages and loads older ones as the user scrolls up
+ * (`GET …/messages?limit=N&before=ID`), so opening a long chat costs one page; it keeps a bounded
+ * window of them (see `window.ts`). Bringing back a dropped newer end follows at most this many
+ * pages (live messages may have come after it).
  */
-export const MESSAGE_PAGE = 200;
+const NEWER_MAX_PAGES = 50;
 /** A search result deeper in the history than this many pages is not scrolled to. */
 const JUMP_MAX_PAGES = 100;
 
@@ -117,9 +120,15 @@ export class App {
       decide: (id, allow) => this.decidePermission(id, allow),
       stop: () => this.stopReply(),
       loadOlder: () => (this.activeId ? this.loadOlder(this.activeId) : Promise.resolve(false)),
+      loadNewer: () => (this.activeId ? this.loadNewer(this.activeId) : Promise.resolve(false)),
+      loadNewest: () => (this.activeId ? this.loadNewest(this.activeId) : Promise.resolve()),
     });
-    this.insights = new InsightsView();
-    this.transcript = new TranscriptView({ retry: (t) => this.retryTurn(t), add: (sp, t) => this.addTurn(sp, t) });
+    this.insights = new InsightsView(() => (this.activeId ? this.loadOlderList(this.activeId, 'insights') : Promise.resolve()));
+    this.transcript = new TranscriptView({
+      retry: (t) => this.retryTurn(t),
+      add: (sp, t) => this.addTurn(sp, t),
+      loadOlder: () => (this.activeId ? this.loadOlderList(this.activeId, 'transcript') : Promise.resolve()),
+    });
     this.history = new HistoryView({
       open: (id) => this.open(id, 'chat'),
       newChat: () => this.newChat(),
@@ -286,14 +295,14 @@ export class App {
       const c0 = this.store.cursor;
       const enc = encodeURIComponent(sid);
       const s = this.store.sessions.get(sid);
-      const noList = Promise.resolve<ApiResponse<unknown[]>>({ status: 0, body: [] });
+      const noList = Promise.resolve<ApiResponse<{ items?: unknown; next?: unknown }>>({ status: 0, body: {} });
       const [m, i, t, x] = await Promise.all([
         // The newest page; older ones as the user scrolls up.
-        this.api<{ items?: unknown; next?: unknown }>('GET', `/api/sessions/${enc}/messages?limit=${MESSAGE_PAGE}`),
-        this.api<unknown[]>('GET', `/api/sessions/${enc}/insights`),
+        this.api<{ items?: unknown; next?: unknown }>('GET', messagesPath(sid)),
+        this.api<{ items?: unknown; next?: unknown }>('GET', listPath(sid, 'insights')),
         this.api<unknown[]>('GET', `/api/sessions/${enc}/typing`),
         // A chat that is not a call has no transcript (the route answers 409 not_a_call).
-        !s || s.is_call ? this.api<unknown[]>('GET', `/api/calls/${enc}/transcript`) : noList,
+        !s || s.is_call ? this.api<{ items?: unknown; next?: unknown }>('GET', listPath(sid, 'transcript')) : noList,
       ]);
       const page = m.status === 200 && m.body && Array.isArray(m.body.items) ? m.body : null;
       if (!page) {
@@ -301,9 +310,20 @@ export class App {
         return;
       }
       const ok = (r: ApiResponse<unknown[]>) => (r.status === 200 && Array.isArray(r.body) ? r.body : undefined);
+      type Page = ApiResponse<{ items?: unknown; next?: unknown }>;
+      const items = (r: Page) => (r.status === 200 && r.body && Array.isArray(r.body.items) ? (r.body.items as unknown[]) : undefined);
+      const nextOf = (r: Page) => (items(r) && typeof r.body.next === 'string' ? r.body.next : null);
       this.store.loadConversation(
         sid,
-        { messages: page.items as unknown[], olderPath: typeof page.next === 'string' ? page.next : null, insights: ok(i) ?? [], typing: ok(t) ?? [], transcript: ok(x) },
+        {
+          messages: page.items as unknown[],
+          olderPath: typeof page.next === 'string' ? page.next : null,
+          insights: items(i) ?? [],
+          insightsOlderPath: nextOf(i),
+          typing: ok(t) ?? [],
+          transcript: items(x),
+          transcriptOlderPath: nextOf(x),
+        },
         c0,
       );
     } catch (e) {
@@ -323,6 +343,57 @@ export class App {
     this.store.loadOlder(sid, res.body.items, typeof res.body.next === 'string' ? res.body.next : null, c0);
     this.chat.flush();
     return true;
+  }
+
+  /**
+   * Loads the dropped newer end of a conversation's window again (following `next` until the
+   * pages reach the window, so nothing is skipped); true when some were merged.
+   */
+  private async loadNewer(sid: string): Promise<boolean> {
+    let path = this.store.newerPath(sid);
+    if (!path) return false;
+    const c0 = this.store.cursor;
+    const items: unknown[] = [];
+    for (let pages = 0; path && pages < NEWER_MAX_PAGES; pages++) {
+      const res: ApiResponse<{ items?: unknown; next?: unknown }> = await this.api<{ items?: unknown; next?: unknown }>('GET', path);
+      if (res.status !== 200 || !res.body || !Array.isArray(res.body.items)) {
+        // A cursor that is gone (the conversation changed): start again from the newest page.
+        if (res.status === 400) await this.loadNewest(sid);
+        return false;
+      }
+      items.push(...res.body.items);
+      if (this.store.reachesWindow(sid, res.body.items)) break;
+      path = typeof res.body.next === 'string' ? res.body.next : null;
+    }
+    if (this.store.newerPath(sid) === null) return true; // another load got there first
+    this.store.loadNewer(sid, items, c0);
+    this.chat.flush();
+    return true;
+  }
+
+  /** Loads the next older page of a call's insights or transcript (the user asked for it). */
+  private async loadOlderList(sid: string, list: 'insights' | 'transcript'): Promise<void> {
+    const c = this.store.conv(sid);
+    const path = list === 'insights' ? c?.insightsOlder : c?.transcriptOlder;
+    if (!c || !path) return;
+    const c0 = this.store.cursor;
+    const res = await this.api<{ items?: unknown; next?: unknown }>('GET', path);
+    if (res.status !== 200 || !res.body || !Array.isArray(res.body.items)) {
+      this.showBarError(`Could not load older ${list === 'insights' ? 'insights' : 'turns'}: ${errorText(res)}`);
+      return;
+    }
+    if ((list === 'insights' ? c.insightsOlder : c.transcriptOlder) !== path) return; // another load got there first
+    this.store.loadOlderList(sid, list, res.body.items, typeof res.body.next === 'string' ? res.body.next : null, c0);
+    this.flush();
+  }
+
+  /** Loads a conversation's newest page again, as its window (its newer end had been dropped). */
+  private async loadNewest(sid: string): Promise<void> {
+    const c0 = this.store.cursor;
+    const m = await this.api<{ items?: unknown; next?: unknown }>('GET', messagesPath(sid));
+    if (m.status !== 200 || !m.body || !Array.isArray(m.body.items)) return;
+    this.store.loadConversation(sid, { messages: m.body.items, olderPath: typeof m.body.next === 'string' ? m.body.next : null }, c0);
+    this.chat.flush();
   }
 
   // ---- search and export -----------------------------------------------------------------------
@@ -345,6 +416,9 @@ export class App {
     if (!c || !c.loaded) await this.loadConv(hit.session_id);
     this.flush();
     if (hit.kind === 'chat') {
+      // A hit newer than the window (its newer end was dropped): from the newest page back.
+      const w = this.store.conv(hit.session_id);
+      if (w && !w.byId.has(String(hit.message_id)) && w.newer.length) await this.loadNewest(hit.session_id);
       for (let pages = 0; ; pages++) {
         const conv = this.store.conv(hit.session_id);
         if (conv?.byId.has(String(hit.message_id))) {
@@ -818,6 +892,11 @@ export class App {
   flush(): void {
     this.flushQueued = false;
     this.chat.flush();
+    // Live messages while the user reads the newest ones: the window keeps its size.
+    if (this.activeId && this.chat.atLiveEnd) {
+      this.store.trimFront(this.activeId);
+      this.chat.flush();
+    }
     if (this.dirty.insights) {
       this.dirty.insights = false;
       this.insights.render();

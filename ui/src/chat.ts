@@ -23,6 +23,13 @@ export interface ChatActions {
    * when it got one (false: it failed, or there is none).
    */
   loadOlder?(): Promise<boolean>;
+  /**
+   * Loads the next newer page again after the window's newer end was dropped (the user scrolled
+   * near the bottom of what is loaded); true when it got one.
+   */
+  loadNewer?(): Promise<boolean>;
+  /** Loads the newest page again (the window's newer end was dropped), for "jump to the end". */
+  loadNewest?(): Promise<void>;
 }
 
 /** Scrolled this close to the top of what is loaded, the next older page is asked for. */
@@ -301,6 +308,12 @@ export class ChatView {
       case 'messages-prepended':
         this.list.prepended(c.count);
         break;
+      case 'messages-appended':
+        this.list.appended(c.count);
+        break;
+      case 'messages-dropped':
+        this.list.dropped(c.front, c.back);
+        break;
       case 'typing':
         if (!c.insights) this.renderTyping();
         return;
@@ -315,6 +328,8 @@ export class ChatView {
     if (!this.dirty) return;
     this.dirty = false;
     this.list.renderFast();
+    // How many messages the window holds (the rest is fetched again by cursor when needed).
+    this.list.listElement.dataset.loaded = String(this.conv?.messages.length ?? 0);
     this.updateEmpty();
     this.paintStop();
   }
@@ -331,14 +346,21 @@ export class ChatView {
     this.list.render();
   }
 
-  /** Asks for the next older page when the user is near the top of what is loaded. */
+  /**
+   * Asks for the next older page when the user is near the top of what is loaded, or for the
+   * next newer one near its bottom when the window's newer end was dropped (one at a time).
+   */
   maybeLoadOlder(): void {
     const conv = this.conv;
-    if (!conv || !conv.olderPath || !this.actions.loadOlder || this.loadingOlder) return;
-    if (this.scroller.scrollTop > LOAD_OLDER_PX) return;
+    if (!conv || this.loadingOlder) return;
+    const s = this.scroller;
+    let load: (() => Promise<boolean>) | undefined;
+    if (conv.olderPath && this.actions.loadOlder && s.scrollTop <= LOAD_OLDER_PX) load = this.actions.loadOlder;
+    else if (conv.newer.length && this.actions.loadNewer && s.scrollHeight - s.scrollTop - s.clientHeight <= LOAD_OLDER_PX)
+      load = this.actions.loadNewer;
+    if (!load) return;
     this.loadingOlder = true;
-    void this.actions
-      .loadOlder()
+    void load()
       .catch(() => false)
       .then((ok) => {
         this.loadingOlder = false;
@@ -368,7 +390,16 @@ export class ChatView {
   jumpToEnd(): void {
     this.newCount = 0;
     this.updatePill();
+    if (this.conv?.newer.length && this.actions.loadNewest) {
+      void this.actions.loadNewest().then(() => this.list.scrollToBottom());
+      return;
+    }
     this.list.scrollToBottom();
+  }
+
+  /** The list is at its end (and the window reaches the newest message). */
+  get atLiveEnd(): boolean {
+    return this.list.atBottom && !this.conv?.newer.length;
   }
 
   private updatePill(): void {

@@ -16,7 +16,11 @@ export class InsightsView {
   /** Why no insights come (e.g. the assistant kind has no insights session), or hidden. */
   private notice = h('p', { class: 'setting-note insight-notice', id: 'insights-notice', role: 'status', hidden: true });
 
-  constructor() {
+  /** Asks for the next older page of insights (shown when there is one). */
+  private olderBtn: HTMLButtonElement;
+  private loadingOlder = false;
+
+  constructor(private loadOlder?: () => Promise<void>) {
     this.list = h('ol', {
       class: 'insight-list',
       id: 'insights',
@@ -26,12 +30,18 @@ export class InsightsView {
     });
     this.typingEl = h('div', { class: 'typing insight-typing', role: 'status', hidden: true });
     this.empty = h('div', { class: 'empty-state' });
+    this.olderBtn = h('button', { class: 'btn btn-small list-older', id: 'insights-older', type: 'button', hidden: true, onclick: () => this.older() }, 'Older insights');
+    const scroller = h('div', { class: 'insight-scroller', tabindex: '0', 'aria-label': 'Insights' }, this.list, this.olderBtn, this.empty);
+    // Scrolled near the end of the list (the oldest shown): the page before it.
+    scroller.addEventListener('scroll', () => {
+      if (scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 400) this.older();
+    }, { passive: true });
     this.panel = h(
       'section',
       { class: 'panel panel-insights', id: 'panel-insights', role: 'tabpanel', 'aria-labelledby': 'tab-insights', hidden: true },
       this.notice,
       this.typingEl,
-      h('div', { class: 'insight-scroller', tabindex: '0', 'aria-label': 'Insights' }, this.list, this.empty),
+      scroller,
     );
   }
 
@@ -77,9 +87,20 @@ export class InsightsView {
         this.items.delete(key);
       }
     }
+    this.olderBtn.hidden = !conv?.insightsOlder || !this.loadOlder;
     this.empty.hidden = list.length > 0;
     this.empty.textContent = conv && !conv.loaded ? 'Loading…' : this.emptyText;
     this.renderTyping();
+  }
+
+  private older(): void {
+    if (this.loadingOlder || !this.loadOlder || !this.conv?.insightsOlder) return;
+    this.loadingOlder = true;
+    this.olderBtn.disabled = true;
+    void this.loadOlder().finally(() => {
+      this.loadingOlder = false;
+      this.olderBtn.disabled = false;
+    });
   }
 
   renderTyping(): void {

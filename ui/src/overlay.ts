@@ -175,13 +175,15 @@ export class Overlay {
     const c0 = this.store.cursor;
     const enc = encodeURIComponent(sid);
     const [i, t] = await Promise.all([
-      this.transport.api<unknown[]>('GET', `/api/sessions/${enc}/insights`),
+      // Only the newest few are shown: one short page.
+      this.transport.api<{ items?: unknown }>('GET', `/api/sessions/${enc}/insights?limit=${OVERLAY_INSIGHTS}`),
       this.transport.api<unknown[]>('GET', `/api/sessions/${enc}/typing`),
     ]);
     const ok = (r: ApiResponse<unknown[]>) => (r.status === 200 && Array.isArray(r.body) ? r.body : []);
+    const page = i.status === 200 && i.body && Array.isArray(i.body.items) ? (i.body.items as unknown[]) : [];
     if (i.status !== 200) this.status.textContent = `Could not load the insights: ${errorText(i)}`;
     // Only insights and typing: the chat's messages are the main window's business.
-    this.store.loadConversation(sid, { insights: ok(i), typing: ok(t) }, c0);
+    this.store.loadConversation(sid, { insights: page, typing: ok(t) }, c0);
     this.schedule();
   }
 

@@ -30,6 +30,7 @@ import type {
   Typing,
 } from './types';
 import { gatewayFields } from './kinds/gateway';
+import { MESSAGE_PAGE, MESSAGE_WINDOW, messagesPath } from './window';
 
 export type Change =
   | { kind: 'sessions' }
@@ -41,6 +42,10 @@ export type Change =
   | { kind: 'messages-reset'; sessionId: string }
   /** `count` older messages were put in front of the list (a page loaded while scrolling up). */
   | { kind: 'messages-prepended'; sessionId: string; count: number }
+  /** `count` newer messages were put at the end of the list (a dropped page loaded again). */
+  | { kind: 'messages-appended'; sessionId: string; count: number }
+  /** Far messages left the window: `front` from its start, `back` from its end. */
+  | { kind: 'messages-dropped'; sessionId: string; front: number; back: number }
   | { kind: 'insights'; sessionId: string; added: Insight | null }
   | { kind: 'typing'; sessionId: string; insights: boolean }
   | { kind: 'unread'; sessionId: string }
@@ -75,6 +80,16 @@ export interface Conversation {
    * the list reaches the first message (or was loaded whole).
    */
   olderPath: string | null;
+  /**
+   * The window's newer end was dropped: the first message of each dropped run, oldest first
+   * (empty: the window reaches the newest message). See `window.ts`.
+   */
+  newer: Message[];
+  /** Events for messages outside the window, with their cursor (see `window.ts`). */
+  outside: Map<string, { m: Message; ver: number }>;
+  /** The path of the next older page of insights / transcript turns; null: none (or loaded whole). */
+  insightsOlder: string | null;
+  transcriptOlder: string | null;
 }
 
 export interface Snapshot {
@@ -85,8 +100,12 @@ export interface Snapshot {
    */
   olderPath?: string | null;
   insights?: unknown[];
+  /** `insights` is the newest page: the path of the page before it (absent: the whole list). */
+  insightsOlderPath?: string | null;
   typing?: unknown[];
   transcript?: unknown[];
+  /** `transcript` is the newest page: the path of the page before it (absent: the whole list). */
+  transcriptOlderPath?: string | null;
 }
 
 const INSIGHTS_PREFIX = 'insights:';
@@ -361,6 +380,29 @@ function indexOfSorted<T>(list: T[], x: T, cmp: (a: T, b: T) => number, same: (a
   return j;
 }
 
+/** A message that belongs past a dropped (or not yet loaded) end of the window. */
+function outsideWindow(c: Conversation, m: Message): boolean {
+  const first = c.messages[0];
+  if (!first) return false;
+  if (c.olderPath && compareMessages(m, first) < 0) return true;
+  const last = c.messages[c.messages.length - 1];
+  return c.newer.length > 0 && compareMessages(m, last) > 0;
+}
+
+/** A page's message, or the state a later event left aside for it (with its cursor). */
+function fromOutside(c: Conversation, m: Message, atCursor: number): { m: Message; ver: number } {
+  const key = String(m.id);
+  const o = c.outside.get(key);
+  if (!o) return { m, ver: atCursor };
+  c.outside.delete(key);
+  return o.ver > atCursor ? o : { m, ver: atCursor };
+}
+
+/** Forgets events set aside before `atCursor`: a page asked for later has their state. */
+function pruneOutside(c: Conversation, atCursor: number): void {
+  for (const [k, o] of c.outside) if (o.ver <= atCursor) c.outside.delete(k);
+}
+
 /** The object an event carries for `key` (`message`, `insight`, …), tolerating `payload`/`data`. */
 function payload(ev: SwEvent, key: string): unknown {
   const v = ev[key] ?? ev.payload ?? ev.data;
@@ -465,6 +507,10 @@ export class Store {
         transcriptLoaded: false,
         ver: new Map(),
         olderPath: null,
+        newer: [],
+        outside: new Map(),
+        insightsOlder: null,
+        transcriptOlder: null,
       };
       this.convs.set(sessionId, c);
     }
@@ -590,8 +636,15 @@ export class Store {
     if (this.deleted.has(r.chat)) return;
     const c = this.ensureConv(r.chat);
     const key = String(m.id);
-    c.ver.set('m:' + key, version);
     const prev = c.byId.get(key);
+    if (!prev && outsideWindow(c, m)) {
+      c.outside.delete(key);
+      c.outside.set(key, { m, ver: version });
+      // Bounded too: only events newer than a page still on its way matter (see `pruneOutside`).
+      if (c.outside.size > MESSAGE_WINDOW) c.outside.delete(c.outside.keys().next().value as string);
+      return;
+    }
+    c.ver.set('m:' + key, version);
     c.byId.set(key, m);
     if (!prev) {
       const index = upperBound(c.messages, m, compareMessages);
@@ -756,15 +809,17 @@ export class Store {
     const c = this.ensureConv(sessionId);
     const fresh: Message[] = [];
     for (const raw of items) {
-      const m = normMessage(raw);
-      if (!m || this.route(m.session_id).insights) continue;
-      const key = String(m.id);
+      const got = normMessage(raw);
+      if (!got || this.route(got.session_id).insights) continue;
+      const key = String(got.id);
       if (c.byId.has(key) || (c.ver.get('m:' + key) ?? -1) > atCursor) continue;
+      const { m, ver } = fromOutside(c, got, atCursor);
       c.byId.set(key, m);
-      c.ver.set('m:' + key, atCursor);
+      c.ver.set('m:' + key, ver);
       fresh.push(m);
     }
     c.olderPath = next;
+    pruneOutside(c, atCursor);
     if (!fresh.length) return 0;
     fresh.sort(compareMessages);
     const first = c.messages[0];
@@ -776,7 +831,112 @@ export class Store {
       c.messages = [...c.byId.values()].sort(compareMessages);
       this.emit({ kind: 'messages-reset', sessionId });
     }
+    // Scrolling up: the far end is the newer one.
+    const over = c.messages.length - MESSAGE_WINDOW;
+    if (over > 0) this.dropBack(c, Math.ceil(over / MESSAGE_PAGE) * MESSAGE_PAGE);
     return fresh.length;
+  }
+
+  /**
+   * The page(s) bringing back the window's dropped newer end: the path to ask for (the page
+   * before the next dropped run, or the newest page); null when nothing was dropped there.
+   */
+  newerPath(sessionId: string): string | null {
+    const c = this.convs.get(sessionId);
+    if (!c || !c.newer.length) return null;
+    return c.newer.length > 1 ? messagesPath(sessionId, c.newer[1].id) : messagesPath(sessionId);
+  }
+
+  /**
+   * Whether messages `items` (one or more pages of `GET …/messages?limit=N&before=ID`, any order)
+   * reach back to the window's last message, so that merging them leaves no gap.
+   */
+  reachesWindow(sessionId: string, items: unknown[]): boolean {
+    const c = this.convs.get(sessionId);
+    const last = c?.messages[c.messages.length - 1];
+    if (!c || !last) return true;
+    for (const raw of items) {
+      const m = normMessage(raw);
+      if (m && compareMessages(m, last) <= 0) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Merges newer messages loaded again after the window's newer end was dropped (the pages of
+   * `newerPath`, requested when the cursor was `atCursor`; the caller follows `next` until
+   * `reachesWindow` or the oldest page). Far messages at the older end are dropped beyond the
+   * window. Answers how many messages were added.
+   */
+  loadNewer(sessionId: string, items: unknown[], atCursor: number): number {
+    if (this.deleted.has(sessionId)) return 0;
+    const c = this.ensureConv(sessionId);
+    const fresh: Message[] = [];
+    for (const raw of items) {
+      const got = normMessage(raw);
+      if (!got || this.route(got.session_id).insights) continue;
+      const key = String(got.id);
+      if (c.byId.has(key) || (c.ver.get('m:' + key) ?? -1) > atCursor) continue;
+      const { m, ver } = fromOutside(c, got, atCursor);
+      c.byId.set(key, m);
+      c.ver.set('m:' + key, ver);
+      fresh.push(m);
+    }
+    pruneOutside(c, atCursor);
+    fresh.sort(compareMessages);
+    const last = c.messages[c.messages.length - 1];
+    if (fresh.length) {
+      if (!last || compareMessages(fresh[0], last) > 0) {
+        c.messages.push(...fresh); // in place: the views hold this array
+        this.emit({ kind: 'messages-appended', sessionId, count: fresh.length });
+      } else {
+        c.messages = [...c.byId.values()].sort(compareMessages);
+        this.emit({ kind: 'messages-reset', sessionId });
+      }
+    }
+    const end = c.messages[c.messages.length - 1];
+    if (end) c.newer = c.newer.filter((x) => compareMessages(x, end) > 0);
+    // Scrolling down: the far end is the older one.
+    const over = c.messages.length - MESSAGE_WINDOW;
+    if (over > 0) this.dropFront(c, Math.ceil(over / MESSAGE_PAGE) * MESSAGE_PAGE);
+    return fresh.length;
+  }
+
+  /**
+   * Keeps a window that grew past its size at its newer end (live messages while the user reads
+   * the newest ones) to `MESSAGE_WINDOW`, dropping its oldest pages.
+   */
+  trimFront(sessionId: string): void {
+    const c = this.convs.get(sessionId);
+    if (!c || c.messages.length <= MESSAGE_WINDOW + MESSAGE_PAGE) return;
+    this.dropFront(c, c.messages.length - MESSAGE_WINDOW);
+  }
+
+  private forget(c: Conversation, gone: Message[]): void {
+    for (const m of gone) {
+      const key = String(m.id);
+      c.byId.delete(key);
+      c.ver.delete('m:' + key);
+    }
+  }
+
+  /** Drops the `n` oldest messages of the window; `olderPath` brings them back. */
+  private dropFront(c: Conversation, n: number): void {
+    n = Math.min(n, c.messages.length - 1);
+    if (n <= 0) return;
+    this.forget(c, c.messages.splice(0, n));
+    c.olderPath = messagesPath(c.sessionId, c.messages[0].id);
+    this.emit({ kind: 'messages-dropped', sessionId: c.sessionId, front: n, back: 0 });
+  }
+
+  /** Drops the `n` newest messages of the window, remembering where the dropped run starts. */
+  private dropBack(c: Conversation, n: number): void {
+    n = Math.min(n, c.messages.length - 1);
+    if (n <= 0) return;
+    const gone = c.messages.splice(c.messages.length - n, n);
+    this.forget(c, gone);
+    c.newer.unshift(gone[0]);
+    this.emit({ kind: 'messages-dropped', sessionId: c.sessionId, front: 0, back: n });
   }
 
   /** Merges a conversation's messages / insights / typing, requested when the cursor was `atCursor`. */
@@ -786,17 +946,25 @@ export class Store {
     const newer = (key: string) => (c.ver.get(key) ?? -1) > atCursor;
 
     if (snap.messages) {
+      if (c.newer.length) {
+        // The window does not reach the newest page: it starts again from it.
+        this.forget(c, c.messages);
+        c.messages = [];
+        c.newer = [];
+      }
       const prevFirst = c.messages[0];
       let oldest: Message | undefined;
       for (const raw of snap.messages) {
-        const m = normMessage(raw);
-        if (!m || this.route(m.session_id).insights) continue;
-        if (!oldest || compareMessages(m, oldest) < 0) oldest = m;
-        const key = String(m.id);
+        const got = normMessage(raw);
+        if (!got || this.route(got.session_id).insights) continue;
+        if (!oldest || compareMessages(got, oldest) < 0) oldest = got;
+        const key = String(got.id);
         if (newer('m:' + key)) continue;
+        const { m, ver } = fromOutside(c, got, atCursor);
         c.byId.set(key, m);
-        c.ver.set('m:' + key, atCursor);
+        c.ver.set('m:' + key, ver);
       }
+      pruneOutside(c, atCursor);
       // A page reaching no further back than what is already loaded keeps the older path.
       const olderPath = snap.olderPath === undefined ? null : snap.olderPath;
       if (!prevFirst || !oldest || compareMessages(oldest, prevFirst) <= 0) c.olderPath = olderPath;
@@ -804,14 +972,19 @@ export class Store {
       this.emit({ kind: 'messages-reset', sessionId });
     }
     if (snap.insights) {
+      // A page reaching no further back than what is already loaded keeps the older path.
+      const prevOldest = c.insights[c.insights.length - 1];
+      let oldest: Insight | undefined;
       for (const raw of snap.insights) {
         const ins = normInsight(raw);
         if (!ins) continue;
+        if (!oldest || compareInsights(ins, oldest) > 0) oldest = ins;
         const key = String(ins.id);
         if (newer('i:' + key)) continue;
         c.insightById.set(key, ins);
         c.ver.set('i:' + key, atCursor);
       }
+      if (!prevOldest || !oldest || compareInsights(oldest, prevOldest) >= 0) c.insightsOlder = snap.insightsOlderPath ?? null;
       c.insights = [...c.insightById.values()].filter(insightVisible).sort(compareInsights);
       for (const k of [...c.unread]) {
         const i = c.insightById.get(k);
@@ -845,19 +1018,39 @@ export class Store {
       this.emit({ kind: 'typing', sessionId, insights: true });
     }
     if (snap.transcript) {
+      const prevOldest = c.transcriptLoaded ? c.transcript[0] : undefined;
+      let oldest: TranscriptTurn | undefined;
       for (const raw of snap.transcript) {
         const t = normTranscript(raw);
         if (!t) continue;
+        if (!oldest || compareTurns(t, oldest) < 0) oldest = t;
         const key = String(t.id);
         if (newer('x:' + key)) continue;
         c.transcriptById.set(key, t);
         c.ver.set('x:' + key, atCursor);
       }
+      if (!prevOldest || !oldest || compareTurns(oldest, prevOldest) <= 0) c.transcriptOlder = snap.transcriptOlderPath ?? null;
       c.transcript = [...c.transcriptById.values()].sort(compareTurns);
       c.transcriptLoaded = true;
       this.emit({ kind: 'transcript', sessionId, added: null });
     }
     c.loaded = true;
+  }
+
+  /**
+   * Merges an older page of insights (`GET …/insights?limit=N&before=ID`) or of the transcript
+   * (`GET /api/calls/{id}/transcript?limit=N&before=ID`), requested when the cursor was
+   * `atCursor`, and remembers the path of the page before it.
+   */
+  loadOlderList(sessionId: string, list: 'insights' | 'transcript', items: unknown[], next: string | null, atCursor: number): void {
+    if (this.deleted.has(sessionId)) return;
+    const c = this.ensureConv(sessionId);
+    const was = c.loaded;
+    if (list === 'insights') this.loadConversation(sessionId, { insights: items, insightsOlderPath: next }, atCursor);
+    else this.loadConversation(sessionId, { transcript: items, transcriptOlderPath: next }, atCursor);
+    c.loaded = was;
+    if (list === 'insights') c.insightsOlder = next;
+    else c.transcriptOlder = next;
   }
 
   /** Merges a call's transcript (`GET /api/calls/{id}/transcript`), requested at `atCursor`. */

@@ -12,6 +12,8 @@ export interface TranscriptActions {
   retry(turn: TranscriptTurn): Promise<void>;
   /** Adds a final turn to the open (live) call; throws on failure. */
   add(speaker: string, text: string): Promise<void>;
+  /** Loads the next older page of turns. */
+  loadOlder?(): Promise<void>;
 }
 
 const STICK_PX = 32;
@@ -32,6 +34,8 @@ export class TranscriptView {
   private conv: Conversation | null = null;
   private session: Session | null = null;
   private adding = false;
+  private olderBtn: HTMLButtonElement;
+  private loadingOlder = false;
   /** Follow new turns (the user has not scrolled up). */
   private stick = true;
   /** Extra controls for the header (the Summarise action), provided by the app. */
@@ -46,7 +50,8 @@ export class TranscriptView {
       'aria-label': 'Transcript, oldest first',
     });
     this.empty = h('div', { class: 'empty-state' });
-    this.scroller = h('div', { class: 'panel-scroll turn-scroller', tabindex: '0', 'aria-label': 'Transcript' }, this.list, this.empty);
+    this.olderBtn = h('button', { class: 'btn btn-small list-older', id: 'transcript-older', type: 'button', hidden: true, onclick: () => this.older() }, 'Earlier turns');
+    this.scroller = h('div', { class: 'panel-scroll turn-scroller', tabindex: '0', 'aria-label': 'Transcript' }, this.olderBtn, this.list, this.empty);
     this.scroller.addEventListener('scroll', () => {
       if (this.panel.hidden) return;
       const el = this.scroller;
@@ -159,10 +164,22 @@ export class TranscriptView {
           : live
             ? 'No transcript yet. Final turns appear here as they are posted to the call (POST /api/calls/{id}/transcript or `stagewhisper transcript replay`).'
             : 'This call has no transcript.';
-    this.count.textContent = turns.length ? (turns.length === 1 ? '1 turn' : `${turns.length} turns`) : '';
+    this.count.textContent = turns.length ? (turns.length === 1 ? '1 turn' : `${turns.length} turns`) + (conv?.transcriptOlder ? ' (latest)' : '') : '';
+    this.olderBtn.hidden = !conv?.transcriptOlder || !this.actions.loadOlder;
     this.form.hidden = !live;
     this.head.hidden = !isCall;
     if (this.stick && turns.length && !this.panel.hidden) this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  private older(): void {
+    if (this.loadingOlder || !this.actions.loadOlder || !this.conv?.transcriptOlder) return;
+    this.loadingOlder = true;
+    this.olderBtn.disabled = true;
+    this.stick = false;
+    void this.actions.loadOlder().finally(() => {
+      this.loadingOlder = false;
+      this.olderBtn.disabled = false;
+    });
   }
 
   focusInput(): void {

@@ -171,6 +171,50 @@ export class VList<T> {
     this.dirtyFrom = 0;
   }
 
+  /** `n` items were put at the end of the (shared) array (a newer page loaded again). */
+  appended(n: number): void {
+    if (n <= 0) return;
+    const at = this.items.length - n;
+    if (this.stuck && at > 0) {
+      // At the end of what was loaded, not of the conversation: what the user reads stays put.
+      this.stuck = false;
+      if (this.anchorKey == null) {
+        const i = this.dirtyFrom === Number.MAX_SAFE_INTEGER ? this.indexAt(this.scrollTop) : 0;
+        this.anchorKey = this.o.key(this.items[Math.min(i, at - 1)]);
+        this.anchorOffset = this.dirtyFrom === Number.MAX_SAFE_INTEGER ? this.tops[i] - this.scrollTop : 0;
+      }
+    }
+    for (let i = at; i < this.items.length; i++) this.heights.push(this.est(this.items[i]));
+    this.dirtyFrom = Math.min(this.dirtyFrom, at);
+  }
+
+  /**
+   * Far items left the (shared) array: `front` from its start, `back` from its end. What the
+   * user is reading stays where it is (the anchor row keeps its offset in the viewport).
+   */
+  dropped(front: number, back: number): void {
+    if (front <= 0 && back <= 0) return;
+    if (front > 0 && !this.stuck && this.anchorKey == null) {
+      // The row at the top of the viewport, by its index before the drop.
+      const i = this.indexAt(this.scrollTop) - front;
+      if (i >= 0 && i < this.items.length) {
+        this.anchorKey = this.o.key(this.items[i]);
+        this.anchorOffset = this.tops[i + front] - this.scrollTop;
+      }
+    }
+    const n = this.items.length;
+    if (back > 0) this.heights.length = n + front;
+    if (front > 0) this.heights.splice(0, front);
+    for (const [k, r] of this.rows) {
+      r.index -= front;
+      if (r.index < 0 || r.index >= n) {
+        this.drop(r);
+        this.rows.delete(k);
+      }
+    }
+    this.dirtyFrom = front > 0 ? 0 : Math.min(this.dirtyFrom, n);
+  }
+
   /** Scrolls so that the item with `key` is in view (a third down the viewport); false when absent. */
   scrollToKey(key: string): boolean {
     const i = this.items.findIndex((it) => this.o.key(it) === key);

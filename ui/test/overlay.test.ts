@@ -86,7 +86,8 @@ describe('overlay view', () => {
   it('renders insights arriving on the stream and sends a message to the call', async () => {
     const t = new MemTransport({
       '/api/sessions': [session('live-1')],
-      '/api/sessions/live-1/insights': [insight('live-1', 1, 'Ask about **budget**')],
+      // The newest few only: one short page.
+      [`/api/sessions/live-1/insights?limit=${OVERLAY_INSIGHTS}`]: { items: [insight('live-1', 1, 'Ask about **budget**')], next: null },
     });
     const mount = document.createElement('div');
     document.body.append(mount);
@@ -105,7 +106,7 @@ describe('overlay view', () => {
     const items = [...mount.querySelectorAll('.ov-insight')].map((li) => li.querySelector('.ov-text')?.textContent);
     expect(items).toEqual(['Mention the pilot', 'Ask about budget']);
     // Only the followed call's insights and typing were read: no message list, no second stream.
-    expect(t.calls.map((c) => c.path)).toEqual(['/api/sessions', '/api/sessions/live-1/insights', '/api/sessions/live-1/typing']);
+    expect(t.calls.map((c) => c.path)).toEqual(['/api/sessions', `/api/sessions/live-1/insights?limit=${OVERLAY_INSIGHTS}`, '/api/sessions/live-1/typing']);
 
     const input = mount.querySelector<HTMLInputElement>('#overlay-input')!;
     input.value = '  what next?  ';

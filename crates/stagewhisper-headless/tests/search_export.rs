@@ -331,6 +331,124 @@ async fn messages_page_newest_first_and_the_whole_list_stays_as_it_was() {
     assert_error(&r, 404, "session_not_found");
 }
 
+/// Walks a list route's pages from the newest (`first`), following `next`; the pages in order.
+async fn walk_pages(app: &App, first: &str) -> Vec<Vec<Value>> {
+    let mut pages: Vec<Vec<Value>> = Vec::new();
+    let mut path = Some(first.to_string());
+    while let Some(p) = path {
+        let r = app.ui().get(&p).await;
+        assert_eq!(r.status, 200, "{p}: {r}");
+        pages.push(r.json["items"].as_array().unwrap().clone());
+        path = r.json["next"].as_str().map(str::to_string);
+        assert!(pages.len() <= 10, "{r}");
+    }
+    pages
+}
+
+#[tokio::test]
+async fn insights_and_transcript_pages_newest_first_and_the_whole_lists_stay_as_they_were() {
+    let app = App::start().await;
+    let (sid, isid) = app.create_call().await;
+    let (other, _) = app.create_call().await;
+    for n in 0..45 {
+        assistant(&app, &isid, &format!("insight {n}")).await;
+        transcript_turn(&app, &sid, "Alice", &format!("turn {n}")).await;
+    }
+    // A `none` reply is never listed, paged or not.
+    assistant(&app, &isid, "none").await;
+    let other_turn = transcript_turn(&app, &other, "Bob", "elsewhere").await;
+
+    let all_ins = app.insights(&sid).await;
+    assert_eq!(all_ins.len(), 45);
+    assert_eq!(all_ins[0]["text"], "insight 44", "newest first");
+    let r = app.ui().get(&format!("/api/calls/{sid}/transcript")).await;
+    assert_eq!(r.status, 200, "{r}");
+    let all_turns = r
+        .json
+        .as_array()
+        .expect("the whole transcript is an array")
+        .clone();
+    assert_eq!(all_turns.len(), 45);
+    assert_eq!(all_turns[0]["text"], "turn 0", "oldest first");
+
+    // Insights: the newest page first, newest first within a page (as the whole list).
+    let pages = walk_pages(&app, &format!("/api/sessions/{sid}/insights?limit=20")).await;
+    assert_eq!(pages.iter().map(Vec::len).collect::<Vec<_>>(), [20, 20, 5]);
+    let joined: Vec<Value> = pages.iter().flatten().cloned().collect();
+    assert_eq!(
+        joined, all_ins,
+        "the pages are the list, nothing lost or repeated"
+    );
+
+    // Transcript: the newest page first, oldest first within a page (as the whole list).
+    let pages = walk_pages(&app, &format!("/api/calls/{sid}/transcript?limit=20")).await;
+    assert_eq!(pages.iter().map(Vec::len).collect::<Vec<_>>(), [20, 20, 5]);
+    let joined: Vec<Value> = pages.iter().rev().flatten().cloned().collect();
+    assert_eq!(
+        joined, all_turns,
+        "the pages are the list, nothing lost or repeated"
+    );
+
+    // `before` alone takes the default page size; a page is its slice of the whole list.
+    let pivot = all_ins[10]["id"].as_i64().unwrap();
+    let r = app
+        .ui()
+        .get(&format!(
+            "/api/sessions/{sid}/insights?before={pivot}&limit=3"
+        ))
+        .await;
+    assert_eq!(
+        r.json["items"].as_array().unwrap()[..],
+        all_ins[11..14],
+        "{r}"
+    );
+    let r = app
+        .ui()
+        .get(&format!("/api/sessions/{sid}/insights?before={pivot}"))
+        .await;
+    assert_eq!(
+        r.json["items"].as_array().unwrap()[..],
+        all_ins[11..],
+        "{r}"
+    );
+    assert_eq!(r.json["next"], Value::Null, "{r}");
+    let pivot = all_turns[30]["id"].as_i64().unwrap();
+    let r = app
+        .ui()
+        .get(&format!(
+            "/api/calls/{sid}/transcript?before={pivot}&limit=4"
+        ))
+        .await;
+    assert_eq!(
+        r.json["items"].as_array().unwrap()[..],
+        all_turns[26..30],
+        "{r}"
+    );
+
+    // The same codes as the messages pages.
+    let ins_of_other = other_turn; // a turn of another call is no entry of this one
+    for base in [
+        format!("/api/sessions/{sid}/insights"),
+        format!("/api/calls/{sid}/transcript"),
+    ] {
+        for (q, code) in [
+            ("limit=0".to_string(), "invalid_limit"),
+            ("limit=501".to_string(), "invalid_limit"),
+            ("limit=x".to_string(), "invalid_limit"),
+            ("limit=10&before=abc".to_string(), "invalid_cursor"),
+            (format!("limit=10&before={ins_of_other}"), "invalid_cursor"),
+            ("limit=10&before=999999999".to_string(), "invalid_cursor"),
+        ] {
+            let r = app.ui().get(&format!("{base}?{q}")).await;
+            assert_error(&r, 400, code);
+        }
+    }
+    let r = app.ui().get("/api/sessions/nope/insights?limit=10").await;
+    assert_error(&r, 404, "session_not_found");
+    let r = app.ui().get("/api/calls/nope/transcript?limit=10").await;
+    assert_error(&r, 404, "session_not_found");
+}
+
 fn export_cli(app: &App, sid: &str, format: &str) -> std::process::Output {
     std::process::Command::new(bin())
         .args(["--data-dir", &app.data_dir.to_string_lossy()])

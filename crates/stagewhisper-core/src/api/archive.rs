@@ -113,20 +113,32 @@ async fn export_session(State(api): St, Param(id): Param, uri: Uri) -> Response 
     }
 }
 
-/// `GET /api/sessions/{id}/messages?limit=N(&before=ID)`.
-pub(super) async fn messages_page(
-    api: &ApiState,
-    id: &str,
-    q: &[(String, String)],
-) -> Result<MessagePage, ApiError> {
+/// The paging parameters of a list route (`limit`, `before`), or None when neither is given (the
+/// route answers its whole list, as it always did). `limit` defaults to
+/// [`archive::DEFAULT_PAGE_LIMIT`]; a `limit` that is not a whole number is `invalid_limit`, a
+/// `before` that is not one `invalid_cursor` (its range and existence are the list's to check).
+pub(crate) fn page_params(uri: &Uri) -> Result<Option<(i64, Option<i64>)>, ApiError> {
+    let q = query(uri);
+    if !q.iter().any(|(k, _)| k == "limit" || k == "before") {
+        return Ok(None);
+    }
     let limit =
-        number(get(q, "limit"), archive::MAX_PAGE_LIMIT)?.unwrap_or(archive::DEFAULT_PAGE_LIMIT);
-    let before = get(q, "before")
+        number(get(&q, "limit"), archive::MAX_PAGE_LIMIT)?.unwrap_or(archive::DEFAULT_PAGE_LIMIT);
+    let before = get(&q, "before")
         .map(|v| {
             v.trim()
                 .parse::<i64>()
                 .map_err(|_| ArchiveError::InvalidCursor)
         })
         .transpose()?;
+    Ok(Some((limit, before)))
+}
+
+/// `GET /api/sessions/{id}/messages?limit=N(&before=ID)`.
+pub(super) async fn messages_page(
+    api: &ApiState,
+    id: &str,
+    (limit, before): (i64, Option<i64>),
+) -> Result<MessagePage, ApiError> {
     Ok(archive::messages_page(api.conversation.store(), id, limit, before).await?)
 }

@@ -15,7 +15,7 @@
 //! the body extractor). The OpenAPI document is generated from the same route table and types
 //! and served at `GET /api/openapi.json`.
 
-mod archive;
+pub(crate) mod archive;
 mod byo;
 pub mod common;
 mod hub_sessions;

@@ -147,10 +147,9 @@ async fn delete_session(State(api): St, Param(id): Param) -> ApiResult {
     responses((status = 200, body = MessagesAnswer), (status = 404, body = ErrorDoc),
         (status = 400, body = ErrorDoc, description = "`invalid_limit`, `invalid_cursor` (`before` is not a message of the session)")))]
 async fn list_messages(State(api): St, Param(id): Param, uri: axum::http::Uri) -> ApiResult {
-    let q = super::archive::query(&uri);
-    if q.iter().any(|(k, _)| k == "limit" || k == "before") {
+    if let Some(page) = super::archive::page_params(&uri)? {
         return Ok(Reply::ok(
-            super::archive::messages_page(&api, &id, &q).await?,
+            super::archive::messages_page(&api, &id, page).await?,
         ));
     }
     Ok(Reply::ok(api.conversation.messages(&id).await?))
@@ -188,12 +187,33 @@ async fn post_message(
     Ok(Reply::new(StatusCode::CREATED, m))
 }
 
-/// The call's insights, newest first.
+/// The call's insights, newest first: without `limit` and `before`, all of them (an array); with
+/// them, one page `{"items": [...], "next": "<path of the older page>" | null}`, the newest page
+/// first, newest first within a page.
 #[utoipa::path(get, path = "/api/sessions/{session_id}/insights", tag = "messages",
-    params(("session_id" = String, Path)),
-    responses((status = 200, body = Vec<InsightView>), (status = 404, body = ErrorDoc)))]
-async fn list_insights(State(api): St, Param(id): Param) -> ApiResult {
-    Ok(Reply::ok(api.conversation.insights(&id).await?))
+    params(("session_id" = String, Path),
+        ("limit" = Option<i64>, Query, description = "insights per page (1–500; default 100 with `before`)"),
+        ("before" = Option<i64>, Query, description = "the page of insights older than this one (the last `id` of the newer page)")),
+    responses((status = 200, body = InsightsAnswer), (status = 404, body = ErrorDoc),
+        (status = 400, body = ErrorDoc, description = "`invalid_limit`, `invalid_cursor` (`before` is not an insight of the call)")))]
+async fn list_insights(State(api): St, Param(id): Param, uri: axum::http::Uri) -> ApiResult {
+    let page = super::archive::page_params(&uri)?;
+    let all = api.conversation.insights(&id).await?;
+    match page {
+        Some((limit, before)) => Ok(Reply::ok(crate::archive::pages::insights_page(
+            all, &id, limit, before,
+        )?)),
+        None => Ok(Reply::ok(all)),
+    }
+}
+
+/// `GET /api/sessions/{id}/insights`: the whole list, or one page of it.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // the document's shape; the route answers either form directly
+enum InsightsAnswer {
+    All(Vec<InsightView>),
+    Page(crate::archive::pages::InsightPage),
 }
 
 /// Active typing indicators.

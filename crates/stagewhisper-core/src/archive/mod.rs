@@ -8,6 +8,7 @@
 //! a syntax error.
 
 pub mod export;
+pub mod pages;
 
 use crate::model::MessageView;
 use crate::protocol::INSIGHTS_PREFIX;
@@ -38,7 +39,7 @@ pub enum ArchiveError {
     QueryTooLong,
     #[error("`limit` must be a whole number from 1 to {0}")]
     InvalidLimit(i64),
-    #[error("`before` must be the id of a message of this session")]
+    #[error("`before` must be the id of an entry of this list (a message, insight or transcript turn of this session)")]
     InvalidCursor,
     #[error("`format` must be `md` or `json`")]
     InvalidFormat,

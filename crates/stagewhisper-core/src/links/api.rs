@@ -286,12 +286,34 @@ async fn post_transcript(
 }
 
 /// The call's transcript, oldest first.
+///
+/// Without `limit` and `before`, every turn (an array); with them, one page `{"items": [...],
+/// "next": "<path of the older page>" | null}`, the newest page first, oldest first within it.
 #[utoipa::path(get, path = "/api/calls/{session_id}/transcript", tag = "calls",
-    params(("session_id" = String, Path)),
-    responses((status = 200, body = Vec<TranscriptView>), (status = 404, body = ErrorDoc),
+    params(("session_id" = String, Path),
+        ("limit" = Option<i64>, Query, description = "turns per page (1–500; default 100 with `before`)"),
+        ("before" = Option<i64>, Query, description = "the page of turns older than this one (the oldest `id` of the newer page)")),
+    responses((status = 200, body = TranscriptAnswer), (status = 404, body = ErrorDoc),
+        (status = 400, body = ErrorDoc, description = "`invalid_limit`, `invalid_cursor` (`before` is not a turn of the call)"),
         (status = 409, body = ErrorDoc, description = "`not_a_call`")))]
-async fn get_transcript(State(api): St, Param(id): Param) -> ApiResult {
-    Ok(Reply::ok(api.conversation.transcript(&id).await?))
+async fn get_transcript(State(api): St, Param(id): Param, uri: axum::http::Uri) -> ApiResult {
+    let page = crate::api::archive::page_params(&uri)?;
+    let all = api.conversation.transcript(&id).await?;
+    match page {
+        Some((limit, before)) => Ok(Reply::ok(crate::archive::pages::transcript_page(
+            all, &id, limit, before,
+        )?)),
+        None => Ok(Reply::ok(all)),
+    }
+}
+
+/// `GET /api/calls/{id}/transcript`: the whole list, or one page of it.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // the document's shape; the route answers either form directly
+enum TranscriptAnswer {
+    All(Vec<TranscriptView>),
+    Page(crate::archive::pages::TranscriptPage),
 }
 
 /// A user message asking for a summary of the call (with its transcript).
