@@ -375,10 +375,13 @@ impl Actor {
     /// a key the window lacks and the filter may hold is looked up in the database. Rows decided
     /// but not committed are all in the window, so the database answers for every other key.
     async fn ensure_keys(&mut self, cb: &Callback) -> Result<(), StoreError> {
-        let (ids, content) = callback_keys(cb);
         let Some(index) = self.rules.index.get_mut(&cb.session_id) else {
             return Ok(());
         };
+        if !index.has_older() {
+            return Ok(()); // the window holds every key of the session
+        }
+        let (ids, content) = callback_keys(cb);
         for id in &ids {
             if index.needs_lookup_id(id)
                 && load::has_key(&mut self.reader, &cb.session_id, DedupeKey::MessageId(id)).await?

@@ -80,6 +80,10 @@ impl Bloom {
         self.layers.iter().any(|l| l.maybe(h))
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.layers.is_empty()
+    }
+
     /// Keys inserted (repeats counted).
     #[cfg(test)]
     pub fn len(&self) -> usize {

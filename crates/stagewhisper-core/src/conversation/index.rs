@@ -173,6 +173,11 @@ impl SessionIndex {
         self.contents.contains_key(&c) || self.found_contents.contains(&c)
     }
 
+    /// Some key of the session is not in the window (only then may a look-up be needed).
+    pub fn has_older(&self) -> bool {
+        !self.older.is_empty()
+    }
+
     /// Only the database can tell whether a row has this `message_id`.
     pub fn needs_lookup_id(&self, message_id: &str) -> bool {
         !self.has_id(message_id) && self.older.maybe(message_id)
