@@ -478,3 +478,73 @@ async fn a_final_message_with_a_leftover_cursor_settles_the_finished_stream() {
         "after the timeout"
     );
 }
+
+/// A session longer than its index's window: a retry of an early callback (same `message_id`)
+/// and an early content duplicate (a new `message_id`, the same text in the same scope) are
+/// refused, whether sent with the whole history again at once (rows in flight) or one by one,
+/// and again after a restart on the same file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_longer_than_the_window_still_refuses_old_duplicates() {
+    use crate::conversation::index::WINDOW;
+    let (c, _clock, dir) = start(30_000).await;
+    let s = c.create_session(false, None).await.unwrap().session_id;
+    let total = WINDOW + 700;
+    let msg = |s: &str, n: usize, id: &str| {
+        json!({"session_id": s, "status": "message", "message_id": id,
+            "user_message_id": format!("um-{n}"), "reply_text": format!("Reply number {n}.")})
+    };
+    let all = |c: &Conversation, s: &str, id: &dyn Fn(usize) -> String| {
+        let posts: Vec<_> = (0..total)
+            .map(|n| {
+                let c = c.clone();
+                let body = msg(s, n, &id(n));
+                tokio::spawn(async move { post(&c, body).await })
+            })
+            .collect();
+        futures_util::future::join_all(posts)
+    };
+    let first = all(&c, &s, &|n| format!("m-{n}")).await;
+    assert!(first.iter().all(|o| matches!(o, Ok(Outcome::Applied))));
+    // Every retry at once (batches in flight while the window trims), then each content again
+    // under a new message_id.
+    let retries = all(&c, &s, &|n| format!("m-{n}")).await;
+    let dups = retries
+        .iter()
+        .filter(|o| matches!(o, Ok(Outcome::Duplicate)))
+        .count();
+    assert_eq!(dups, total, "every retry refused");
+    let resent = all(&c, &s, &|n| format!("again-{n}")).await;
+    let dups = resent
+        .iter()
+        .filter(|o| matches!(o, Ok(Outcome::Duplicate)))
+        .count();
+    assert_eq!(dups, total, "every content duplicate refused");
+    assert_eq!(c.messages(&s).await.unwrap().len(), total);
+    drop(c);
+
+    // A restart: the index is loaded from the database (its window holds only the last rows).
+    let (store, conn) = Store::open(&dir.path().join("t.db"), Default::default())
+        .await
+        .unwrap();
+    let clock = ManualClock::new(DateTime::from_timestamp(1_800_000_100, 0).unwrap());
+    let settings = Settings {
+        typing_timeout_ms: 30_000,
+        insights_grace_ms: 60_000,
+    };
+    let c = Conversation::start(store, conn, clock, settings)
+        .await
+        .unwrap();
+    assert_eq!(post(&c, msg(&s, 3, "m-3")).await, Outcome::Duplicate);
+    assert_eq!(post(&c, msg(&s, 5, "new-5")).await, Outcome::Duplicate);
+    assert_eq!(
+        post(&c, msg(&s, total - 1, &format!("m-{}", total - 1))).await,
+        Outcome::Duplicate
+    );
+    // A new message is accepted, and its retry refused.
+    assert_eq!(post(&c, msg(&s, total, "m-new")).await, Outcome::Applied);
+    assert_eq!(post(&c, msg(&s, total, "m-new")).await, Outcome::Duplicate);
+    let rows = c.messages(&s).await.unwrap();
+    assert_eq!(rows.len(), total + 1);
+    let texts: std::collections::HashSet<&str> = rows.iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(texts.len(), total + 1, "no text shown twice");
+}

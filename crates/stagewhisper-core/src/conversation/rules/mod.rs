@@ -23,7 +23,7 @@
 
 pub mod drafts;
 pub mod permissions;
-mod replies;
+pub(crate) mod replies;
 mod sessions;
 pub mod typing;
 
