@@ -799,14 +799,11 @@ export class Store {
   }
 
   /**
-   * Merges an older page of messages (`GET …/messages?limit=N&before=ID`, requested when the
-   * cursor was `atCursor`) and remembers the path of the page before it. Messages already known
-   * are skipped (pages may overlap a reload), so loading the same page twice changes nothing.
-   * Answers how many messages were added.
+   * The messages of a page (requested when the cursor was `atCursor`) that the conversation does
+   * not know yet, added to its index (with the state a later event left aside for them). Known
+   * messages, and those an event newer than the page already changed, are skipped.
    */
-  loadOlder(sessionId: string, items: unknown[], next: string | null, atCursor: number): number {
-    if (this.deleted.has(sessionId)) return 0;
-    const c = this.ensureConv(sessionId);
+  private mergePage(c: Conversation, items: unknown[], atCursor: number): Message[] {
     const fresh: Message[] = [];
     for (const raw of items) {
       const got = normMessage(raw);
@@ -818,6 +815,19 @@ export class Store {
       c.ver.set('m:' + key, ver);
       fresh.push(m);
     }
+    return fresh;
+  }
+
+  /**
+   * Merges an older page of messages (`GET …/messages?limit=N&before=ID`, requested when the
+   * cursor was `atCursor`) and remembers the path of the page before it. Messages already known
+   * are skipped (pages may overlap a reload), so loading the same page twice changes nothing.
+   * Answers how many messages were added.
+   */
+  loadOlder(sessionId: string, items: unknown[], next: string | null, atCursor: number): number {
+    if (this.deleted.has(sessionId)) return 0;
+    const c = this.ensureConv(sessionId);
+    const fresh = this.mergePage(c, items, atCursor);
     c.olderPath = next;
     pruneOutside(c, atCursor);
     if (!fresh.length) return 0;
@@ -871,17 +881,7 @@ export class Store {
   loadNewer(sessionId: string, items: unknown[], atCursor: number): number {
     if (this.deleted.has(sessionId)) return 0;
     const c = this.ensureConv(sessionId);
-    const fresh: Message[] = [];
-    for (const raw of items) {
-      const got = normMessage(raw);
-      if (!got || this.route(got.session_id).insights) continue;
-      const key = String(got.id);
-      if (c.byId.has(key) || (c.ver.get('m:' + key) ?? -1) > atCursor) continue;
-      const { m, ver } = fromOutside(c, got, atCursor);
-      c.byId.set(key, m);
-      c.ver.set('m:' + key, ver);
-      fresh.push(m);
-    }
+    const fresh = this.mergePage(c, items, atCursor);
     pruneOutside(c, atCursor);
     fresh.sort(compareMessages);
     const last = c.messages[c.messages.length - 1];
