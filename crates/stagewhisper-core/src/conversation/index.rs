@@ -335,10 +335,26 @@ mod tests {
     #[test]
     fn a_session_index_keeps_the_final_texts_of_its_recent_scopes() {
         let final_row = |n: u64| MessageRow {
+            id: n as i64,
+            session_id: "s".into(),
             kind: MessageKind::Assistant,
             text: format!("The answer to question {n}."),
+            message_id: Some(format!("m{n}")),
+            task_id: None,
+            user_message_id: None,
             scope: Some(format!("u{n}")),
-            ..keyed_row(n)
+            error_code: None,
+            occurred_at: None,
+            received_at: "2026-11-29T12:00:00Z".into(),
+            sort_key: n as i64,
+            draft: false,
+            hidden: false,
+            content_key: Some(hash_hex(&[&n.to_string()])),
+            draft_key: None,
+            speaker: None,
+            delivery: None,
+            delivery_error: None,
+            permission: None,
         };
         let mut idx = SessionIndex::default();
         let total = 5 * FINAL_SCOPES;
