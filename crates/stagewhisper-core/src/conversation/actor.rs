@@ -15,16 +15,14 @@
 //!    decided on top of it, same epoch) get `storage_unavailable`; the actor waits for the
 //!    writer to drain, reloads the rules from the database and starts a new epoch.
 
-use super::index::{SessionIndex, WINDOW};
+use super::index::SessionIndex;
 use super::rules::permissions::Settled;
-use super::rules::replies::callback_keys;
 use super::rules::Rules;
 use super::{CoreError, DeliveryUpdate, Outcome, Settings};
 use crate::clock::SharedClock;
 use crate::events::{Event, EventHub};
 use crate::model::{MessageRow, MessageView, SessionView, TranscriptView, TypingView};
 use crate::protocol::Callback;
-use crate::store::load::DedupeKey;
 use crate::store::writer::{Payload, Unit, WriterHandle};
 use crate::store::{load, StoreError};
 use serde_json::Value;
@@ -183,7 +181,6 @@ pub(super) async fn start(
         rules,
         writer,
         epoch: 1,
-        sent: 0,
     };
     tokio::spawn(actor.run(rx));
     Ok(tx)
@@ -207,8 +204,6 @@ struct Actor {
     rules: Rules,
     writer: WriterHandle<Batch>,
     epoch: u64,
-    /// Units sent to the writer so far (the next batch becomes unit `sent + 1`).
-    sent: u64,
 }
 
 impl Actor {
@@ -287,7 +282,6 @@ impl Actor {
             payload: Batch { events, finishers },
         };
         self.writer.send(unit).await;
-        self.sent += 1;
         if self.writer.pipeline().is_drained() {
             self.rules.index.evict();
         }
@@ -297,16 +291,13 @@ impl Actor {
     /// session's index not in memory has no write in flight, so the database holds exactly
     /// what it must), and the rows whose delivery it changes, by id.
     async fn load_for(&mut self, batch: &[Cmd]) -> Result<HashMap<i64, MessageRow>, StoreError> {
-        // Units leave the pipeline in the order they were sent.
-        let done = self.sent - self.writer.pipeline().in_flight() as u64;
-        self.rules.index.next_batch(self.sent + 1, done);
+        self.rules.index.next_batch();
         let mut rows = HashMap::new();
         for cmd in batch {
             match cmd {
                 Cmd::Callback(cb, _) => {
                     if let Some(s) = self.rules.index_for_callback(cb) {
                         self.ensure_index(s).await?;
-                        self.ensure_keys(cb).await?;
                     }
                 }
                 Cmd::UserMessage { session_id, .. } => {
@@ -353,48 +344,11 @@ impl Actor {
         Ok(())
     }
 
-    /// Loads a session's index if it is not in memory: every stored key into its filter (from
-    /// the dedupe indexes, no row read), its last rows into its window.
     async fn ensure_index(&mut self, session_id: &str) -> Result<(), StoreError> {
         if !self.rules.index.touch(session_id) {
             let mut index = SessionIndex::default();
-            load::each_session_key(&mut self.reader, session_id, |k| match k {
-                DedupeKey::MessageId(m) => index.add_stored_id(m),
-                DedupeKey::Content(c) => index.add_stored_content(c),
-            })
-            .await?;
-            for row in load::recent_session_messages(&mut self.reader, session_id, WINDOW).await? {
-                index.add(&row);
-            }
+            load::each_session_message(&mut self.reader, session_id, |row| index.add(row)).await?;
             self.rules.index.insert(session_id.to_string(), index);
-        }
-        Ok(())
-    }
-
-    /// Makes the keys a callback's decision checks known exactly to its (loaded) session index:
-    /// a key the window lacks and the filter may hold is looked up in the database. Rows decided
-    /// but not committed are all in the window, so the database answers for every other key.
-    async fn ensure_keys(&mut self, cb: &Callback) -> Result<(), StoreError> {
-        let Some(index) = self.rules.index.get_mut(&cb.session_id) else {
-            return Ok(());
-        };
-        if !index.has_older() {
-            return Ok(()); // the window holds every key of the session
-        }
-        let (ids, content) = callback_keys(cb);
-        for id in &ids {
-            if index.needs_lookup_id(id)
-                && load::has_key(&mut self.reader, &cb.session_id, DedupeKey::MessageId(id)).await?
-            {
-                index.found_id(id);
-            }
-        }
-        if let Some(c) = &content {
-            if index.needs_lookup_content(c)
-                && load::has_key(&mut self.reader, &cb.session_id, DedupeKey::Content(c)).await?
-            {
-                index.found_content(c);
-            }
         }
         Ok(())
     }

@@ -21,7 +21,6 @@
 //! What the conversation shows is specified in `docs/contract.md`.
 
 mod actor;
-mod bloom;
 mod index;
 /// The short stable digest of the dedupe index, for ids other modules derive the same way.
 pub(crate) use index::hash_hex;

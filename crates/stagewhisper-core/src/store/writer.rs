@@ -68,11 +68,6 @@ impl Pipeline {
         self.failed_epoch.fetch_max(epoch, Ordering::AcqRel);
     }
 
-    /// Units sent and not yet committed or failed (they leave in the order they were sent).
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Acquire)
-    }
-
     /// Nothing is in flight: every unit sent is committed or failed.
     pub fn is_drained(&self) -> bool {
         self.in_flight.load(Ordering::Acquire) == 0

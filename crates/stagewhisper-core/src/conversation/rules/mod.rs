@@ -23,7 +23,7 @@
 
 pub mod drafts;
 pub mod permissions;
-pub(crate) mod replies;
+mod replies;
 mod sessions;
 pub mod typing;
 

@@ -15,7 +15,7 @@
 use super::drafts::{Draft, DraftKey};
 use super::{typing, typing_view, Change, Route, Rules};
 use crate::clock::fmt_time;
-use crate::conversation::index::hash_hex;
+use crate::conversation::index::{hash_hex, key_digest};
 use crate::conversation::Outcome;
 use crate::events::Event;
 use crate::model::MessageKind;
@@ -24,76 +24,6 @@ use crate::store::Op;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use typing::Touch;
-
-/// The dedupe keys of a reply and what they are made of.
-pub(crate) struct ReplyKeys {
-    pub text: String,
-    pub scope: String,
-    /// The assistant's `message_id`, else one derived from the task and the raw text.
-    pub message_id: String,
-    /// A hash of (session, scope, kind, cleaned text): near-identical re-sends.
-    pub content_key: String,
-}
-
-/// A reply's keys; `None` when its cleaned text is empty (nothing is stored).
-pub(crate) fn reply_keys(cb: &Callback, kind: MessageKind) -> Option<ReplyKeys> {
-    let raw = cb.reply_text.as_deref().unwrap_or_default();
-    let text = clean_text(raw);
-    if text.is_empty() {
-        return None;
-    }
-    let scope = cb.scope().to_string();
-    let message_id = cb
-        .message_id
-        .clone()
-        .unwrap_or_else(|| format!("h:{}", hash_hex(&[&cb.task_id, raw])));
-    let content_key = hash_hex(&[&cb.session_id, &scope, kind.as_str(), &text]);
-    Some(ReplyKeys {
-        text,
-        scope,
-        message_id,
-        content_key,
-    })
-}
-
-/// An error callback's code and the text it shows.
-fn error_code_and_text(cb: &Callback) -> (String, String) {
-    let code = cb.error_code.clone().unwrap_or_else(|| "error".into());
-    let text = cb
-        .error_message
-        .clone()
-        .filter(|t| !t.trim().is_empty())
-        .or_else(|| cb.reply_text.clone().filter(|t| !t.trim().is_empty()))
-        .unwrap_or_else(|| "The assistant reported an error.".into());
-    (code, text)
-}
-
-/// An error's dedupe key: the assistant's `message_id`, else one derived from task, code, text.
-fn error_message_id(cb: &Callback, code: &str, text: &str) -> String {
-    cb.message_id
-        .clone()
-        .unwrap_or_else(|| format!("e:{}", hash_hex(&[&cb.task_id, code, text])))
-}
-
-/// The dedupe keys a callback's decision may check: `message_id`s and content keys (a superset:
-/// the actor makes sure each is known exactly before the rules decide).
-pub(crate) fn callback_keys(cb: &Callback) -> (Vec<String>, Option<String>) {
-    let kind = match cb.status {
-        Status::Message | Status::Completed => MessageKind::Assistant,
-        Status::Notice => MessageKind::Notice,
-        Status::Errored => {
-            let (code, text) = error_code_and_text(cb);
-            return (vec![error_message_id(cb, &code, &text)], None);
-        }
-        Status::Typing | Status::ToolCall | Status::Silent | Status::Stream => {
-            return (Vec::new(), None)
-        }
-    };
-    match reply_keys(cb, kind) {
-        Some(k) => (vec![k.message_id], Some(k.content_key)),
-        None => (Vec::new(), None),
-    }
-}
 
 impl Rules {
     /// Applies an assistant callback.
@@ -185,15 +115,16 @@ impl Rules {
             // The task's stream has finished: the cursor is a leftover and this is its final
             // text, which settles the stream's draft below.
         }
-        let Some(ReplyKeys {
-            text,
-            scope,
-            message_id,
-            content_key,
-        }) = reply_keys(cb, kind)
-        else {
+        let text = clean_text(raw);
+        if text.is_empty() {
             return Outcome::Applied;
-        };
+        }
+        let scope = cb.scope().to_string();
+        let message_id = cb
+            .message_id
+            .clone()
+            .unwrap_or_else(|| format!("h:{}", hash_hex(&[&cb.task_id, raw])));
+        let content_key = hash_hex(&[&cb.session_id, &scope, kind.as_str(), &text]);
         let hidden = insights && is_none_reply(&text);
 
         // A draft this message settles: the stream of the same task, else an edit-style draft
@@ -215,8 +146,8 @@ impl Rules {
         };
 
         let idx = self.idx(&cb.session_id);
-        let same_id = idx.has_id(&message_id);
-        let same_text = idx.has_content(&content_key);
+        let same_id = idx.message_ids.contains(&message_id);
+        let same_text = idx.content_keys.contains(&key_digest(&content_key));
         let outcome = if same_id || same_text {
             // A retry or a near-identical re-send: nothing changes, except that a draft of the
             // same, already final, text is redundant.
@@ -271,9 +202,18 @@ impl Rules {
     }
 
     fn store_error(&mut self, cb: &Callback, route: &Route, events: &mut Vec<Event>) -> Outcome {
-        let (code, text) = error_code_and_text(cb);
-        let message_id = error_message_id(cb, &code, &text);
-        let outcome = if self.idx(&cb.session_id).has_id(&message_id) {
+        let code = cb.error_code.clone().unwrap_or_else(|| "error".into());
+        let text = cb
+            .error_message
+            .clone()
+            .filter(|t| !t.trim().is_empty())
+            .or_else(|| cb.reply_text.clone().filter(|t| !t.trim().is_empty()))
+            .unwrap_or_else(|| "The assistant reported an error.".into());
+        let message_id = cb
+            .message_id
+            .clone()
+            .unwrap_or_else(|| format!("e:{}", hash_hex(&[&cb.task_id, &code, &text])));
+        let outcome = if self.idx(&cb.session_id).message_ids.contains(&message_id) {
             Outcome::Duplicate
         } else {
             let mut row = self.new_row(&cb.session_id, MessageKind::Error, text);
@@ -492,7 +432,7 @@ impl Rules {
         let dup = self
             .index
             .get(&row.session_id)
-            .is_some_and(|i| i.has_content(&content_key));
+            .is_some_and(|i| i.content_keys.contains(&key_digest(&content_key)));
         if dup {
             self.ops.push(Op::DeleteMessage(row.id));
             let data = json!({"type": "message_removed", "session_id": row.session_id, "message_id": row.id});
