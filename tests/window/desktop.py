@@ -675,14 +675,7 @@ def main():
             if server.stdout.readline().strip() != b"ready":
                 raise Fail("the notification server did not start")
             display = w.start_xvfb(procs)
-            env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "STAGEWHISPER_DATA_DIR", "RUST_LOG", "GTK_THEME")}
-            env.update(
-                DISPLAY=display,
-                NO_AT_BRIDGE="1",
-                XDG_DATA_HOME=str(tmp / "xdg-data"),
-                XDG_CACHE_HOME=str(tmp / "xdg-cache"),
-                XDG_CONFIG_HOME=str(tmp / "xdg-config"),
-            )
+            env = w.window_env(display, tmp, drop=("GTK_THEME",))
             log(f"Xvfb on {display}, private session bus, binary {binary}")
             try:
                 laps.append(time.monotonic())

@@ -157,6 +157,21 @@ def read_line(proc, timeout):
     return line.decode(), rest
 
 
+def window_env(display, tmp, drop=()):
+    """The app's environment on `display`: no Wayland, no inherited data folder or log filter
+    (nor the names in `drop`), and WebKit's caches and storage under `tmp`, out of the real home."""
+    gone = {"WAYLAND_DISPLAY", "STAGEWHISPER_DATA_DIR", "RUST_LOG", *drop}
+    env = {k: v for k, v in os.environ.items() if k not in gone}
+    env.update(
+        DISPLAY=display,
+        NO_AT_BRIDGE="1",
+        XDG_DATA_HOME=str(tmp / "xdg-data"),
+        XDG_CACHE_HOME=str(tmp / "xdg-cache"),
+        XDG_CONFIG_HOME=str(tmp / "xdg-config"),
+    )
+    return env
+
+
 def start_xvfb(procs):
     r, w = os.pipe()
     xvfb = procs.start(
@@ -610,15 +625,7 @@ def main():
             display = start_xvfb(procs)
             # No session bus: the single-instance plugin cannot find the first instance, so the
             # data folder's lock is what refuses a second one (tests/window/desktop.py has a bus).
-            env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "STAGEWHISPER_DATA_DIR", "RUST_LOG", "DBUS_SESSION_BUS_ADDRESS")}
-            env.update(
-                DISPLAY=display,
-                NO_AT_BRIDGE="1",
-                # keep WebKit's caches and storage out of the real home
-                XDG_DATA_HOME=str(tmp / "xdg-data"),
-                XDG_CACHE_HOME=str(tmp / "xdg-cache"),
-                XDG_CONFIG_HOME=str(tmp / "xdg-config"),
-            )
+            env = window_env(display, tmp, drop=("DBUS_SESSION_BUS_ADDRESS",))
             log(f"Xvfb on {display}; binary {binary}")
             try:
                 part_direct(binary, env, tmp, procs, display, opts.artifacts)
