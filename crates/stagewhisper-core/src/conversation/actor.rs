@@ -348,6 +348,7 @@ impl Actor {
         if !self.rules.index.touch(session_id) {
             let mut index = SessionIndex::default();
             load::each_session_message(&mut self.reader, session_id, |row| index.add(row)).await?;
+            index.loaded();
             self.rules.index.insert(session_id.to_string(), index);
         }
         Ok(())

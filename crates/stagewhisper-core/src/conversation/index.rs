@@ -1,15 +1,22 @@
 //! The session index: what the rules know of one session's stored messages, so a batch is
 //! decided without reading the database — its dedupe keys (`message_id`s and content keys of
-//! cleaned texts) and the final texts of its recent scopes. The actor loads a session's index
-//! from its stored rows before the first batch that needs it ([`Indexes::insert`]); the rules
-//! keep it up to date as they add rows; it is dropped again when too many are cached and the
-//! writer has nothing in flight (so the database holds exactly what a reload would rebuild).
+//! cleaned texts, every one, exactly, as 128-bit digests: [`KeySet`]) and the final texts of its
+//! recent scopes. The actor loads a session's index from its stored rows before the first batch
+//! that needs it ([`Indexes::insert`]); the rules keep it up to date as they add rows; it is
+//! dropped again when too many (or too large) are cached and the writer has nothing in flight
+//! (so the database holds exactly what a reload would rebuild).
+//!
+//! An index costs about 32 bytes a keyed message (two 16-byte digests) plus the recent finals,
+//! so a 100,000-message chat's is about 3 MiB. The database is never asked about a key: a
+//! look-up index on the messages table would cost every insert a B-tree write at a random place
+//! (measured: half the ingest throughput with two of them).
 //!
 //! Content keys ([`hash_hex`]) are stored with each row; a restart derives the same ones.
 
+use super::keyset::{id_digest, KeySet};
 use crate::model::{MessageKind, MessageRow};
 use sha2::{Digest, Sha256};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 pub(crate) fn hash_hex(parts: &[&str]) -> String {
     let mut h = Sha256::new();
@@ -44,8 +51,8 @@ pub(crate) fn key_digest(key: &str) -> u128 {
 /// first use.
 #[derive(Debug, Default)]
 pub(crate) struct SessionIndex {
-    pub message_ids: HashSet<String, FastHash>,
-    pub content_keys: HashSet<u128, FastHash>,
+    message_ids: KeySet,
+    content_keys: KeySet,
     /// Final texts by scope, each with the scope's position among the session's scopes. Only
     /// the last [`FINAL_SCOPES`] (at least) are kept: they answer whether a late stream part
     /// repeats a final text, which happens within a reply or two, not hundreds later (and a
@@ -61,7 +68,7 @@ pub(crate) const FINAL_SCOPES: u64 = 1024;
 impl SessionIndex {
     pub fn add(&mut self, row: &MessageRow) {
         if let Some(m) = &row.message_id {
-            self.message_ids.insert(m.clone());
+            self.message_ids.insert(id_digest(m));
         }
         if let Some(k) = &row.content_key {
             self.content_keys.insert(key_digest(k));
@@ -88,6 +95,32 @@ impl SessionIndex {
         }
     }
 
+    /// A row of the session has this `message_id`.
+    pub fn has_id(&self, message_id: &str) -> bool {
+        self.message_ids.contains(id_digest(message_id))
+    }
+
+    /// A row of the session has this content key.
+    pub fn has_content(&self, content_key: &str) -> bool {
+        self.content_keys.contains(key_digest(content_key))
+    }
+
+    /// Called once the stored rows are added: the keys go into their compact form.
+    pub fn loaded(&mut self) {
+        self.message_ids.compact();
+        self.content_keys.compact();
+    }
+
+    /// About what the index holds in memory, in bytes.
+    pub fn approx_bytes(&self) -> usize {
+        let finals: usize = self
+            .finals
+            .iter()
+            .map(|(k, (_, v))| k.len() + 64 + v.iter().map(|t| t.len() + 24).sum::<usize>())
+            .sum();
+        self.message_ids.bytes() + self.content_keys.bytes() + finals
+    }
+
     /// A final text of the scope starts with `text`: a draft of it is redundant.
     pub fn final_extends(&self, scope: &str, text: &str) -> bool {
         self.finals
@@ -102,12 +135,26 @@ pub(crate) type FastHash = foldhash::fast::RandomState;
 
 /// Sessions whose index stays in memory between batches.
 const INDEX_CACHE: usize = 64;
+/// Bytes the cached indexes may hold together (about); past it the least recently used go.
+const INDEX_BYTES: usize = 32 << 20;
 
 /// The indexes in memory, by session, with the batch that last used each.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Indexes {
     map: HashMap<String, SessionIndex, FastHash>,
     batch_no: u64,
+    /// [`INDEX_BYTES`], smaller in tests.
+    budget: usize,
+}
+
+impl Default for Indexes {
+    fn default() -> Self {
+        Indexes {
+            map: HashMap::default(),
+            batch_no: 0,
+            budget: INDEX_BYTES,
+        }
+    }
 }
 
 impl Indexes {
@@ -146,16 +193,41 @@ impl Indexes {
         self.map.get_mut(session_id)
     }
 
-    /// Keeps the most recently used half when more than [`INDEX_CACHE`] are cached. Only when
-    /// the writer has nothing in flight: an index in memory may hold rows not yet committed.
+    /// Keeps the most recently used half when more than [`INDEX_CACHE`] are cached, and the
+    /// most recently used that fit in half of [`INDEX_BYTES`] when they hold more (the one
+    /// used last stays, whatever its size). Only when the writer has nothing in flight: an
+    /// index in memory may hold rows not yet committed.
     pub fn evict(&mut self) {
-        if self.map.len() <= INDEX_CACHE {
+        if self.map.len() > INDEX_CACHE {
+            let mut ages: Vec<u64> = self.map.values().map(|i| i.last_used).collect();
+            ages.sort_unstable();
+            let cutoff = ages[ages.len() - INDEX_CACHE / 2];
+            self.map.retain(|_, i| i.last_used >= cutoff);
+        }
+        let mut by_age: Vec<(u64, usize)> = self
+            .map
+            .values()
+            .map(|i| (i.last_used, i.approx_bytes()))
+            .collect();
+        if by_age.iter().map(|a| a.1).sum::<usize>() <= self.budget {
             return;
         }
-        let mut ages: Vec<u64> = self.map.values().map(|i| i.last_used).collect();
-        ages.sort_unstable();
-        let cutoff = ages[ages.len() - INDEX_CACHE / 2];
+        by_age.sort_unstable_by_key(|a| std::cmp::Reverse(a.0));
+        let (mut kept, mut cutoff) = (0, by_age[0].0);
+        for (age, bytes) in by_age {
+            if kept > 0 && kept + bytes > self.budget / 2 {
+                break;
+            }
+            kept += bytes;
+            cutoff = age;
+        }
         self.map.retain(|_, i| i.last_used >= cutoff);
+    }
+
+    /// Bytes the cached indexes hold (about).
+    #[cfg(test)]
+    pub fn approx_bytes(&self) -> usize {
+        self.map.values().map(SessionIndex::approx_bytes).sum()
     }
 }
 
@@ -222,6 +294,11 @@ mod tests {
         assert!(idx.final_extends(&format!("u{}", total - FINAL_SCOPES), "A second"));
         // Dedupe keys are never forgotten.
         assert_eq!(idx.message_ids.len() as u64, total + FINAL_SCOPES - 1);
+        for n in 1..total + FINAL_SCOPES {
+            assert!(idx.has_id(&format!("m{n}")), "m{n}");
+            assert!(idx.has_content(&hash_hex(&[&n.to_string()])), "content {n}");
+        }
+        assert!(!idx.has_id("m0") && !idx.has_content(&hash_hex(&["0"])));
     }
 
     #[test]
@@ -245,5 +322,71 @@ mod tests {
             u128::from_be_bytes(h_bytes(&parts)[..16].try_into().unwrap())
         );
         assert_ne!(key_digest("not-hex"), key_digest("not-hex."));
+    }
+}
+
+#[cfg(test)]
+mod eviction_tests {
+    use super::*;
+
+    fn keyed_row(session: &str, n: u64) -> MessageRow {
+        MessageRow {
+            id: n as i64,
+            session_id: session.into(),
+            kind: MessageKind::User,
+            text: format!("Question {n}"),
+            message_id: Some(format!("{session}-m{n}")),
+            task_id: None,
+            user_message_id: None,
+            scope: None,
+            error_code: None,
+            occurred_at: None,
+            received_at: "2026-11-29T12:00:00Z".into(),
+            sort_key: n as i64,
+            draft: false,
+            hidden: false,
+            content_key: Some(hash_hex(&[session, &n.to_string()])),
+            draft_key: None,
+            speaker: None,
+            delivery: None,
+            delivery_error: None,
+            permission: None,
+        }
+    }
+
+    #[test]
+    fn the_cached_indexes_stay_within_their_byte_budget_keeping_the_recent_ones() {
+        // A budget of a tenth of the app's, and sessions of a tenth of the size: twelve
+        // sessions of 10,000 keyed messages, about 320 kB an index (32 bytes a message).
+        let budget = INDEX_BYTES / 10;
+        let mut indexes = Indexes {
+            budget,
+            ..Indexes::default()
+        };
+        for s in 0..12 {
+            indexes.next_batch();
+            let mut idx = SessionIndex::default();
+            for n in 0..10_000 {
+                idx.add(&keyed_row(&format!("s{s}"), n));
+            }
+            idx.loaded();
+            assert!(idx.approx_bytes() <= 330_000, "{}", idx.approx_bytes());
+            indexes.insert(format!("s{s}"), idx);
+            indexes.evict();
+            assert!(indexes.approx_bytes() <= budget, "after s{s}");
+        }
+        assert!(indexes.get("s11").is_some() && indexes.get("s10").is_some());
+        assert!(indexes.get("s0").is_none(), "the least recently used went");
+        // One index larger than the whole budget stays while it is the one in use.
+        indexes.next_batch();
+        let mut big = SessionIndex::default();
+        for n in 0..120_000 {
+            big.add(&keyed_row("big", n));
+        }
+        big.loaded();
+        indexes.insert("big".into(), big);
+        indexes.evict();
+        assert!(indexes.get("big").is_some_and(|i| i.has_id("big-m119999")));
+        assert!(indexes.get("s11").is_none());
     }
 }

@@ -22,6 +22,7 @@
 
 mod actor;
 mod index;
+mod keyset;
 /// The short stable digest of the dedupe index, for ids other modules derive the same way.
 pub(crate) use index::hash_hex;
 mod rules;

@@ -15,7 +15,7 @@
 use super::drafts::{Draft, DraftKey};
 use super::{typing, typing_view, Change, Route, Rules};
 use crate::clock::fmt_time;
-use crate::conversation::index::{hash_hex, key_digest};
+use crate::conversation::index::hash_hex;
 use crate::conversation::Outcome;
 use crate::events::Event;
 use crate::model::MessageKind;
@@ -146,8 +146,8 @@ impl Rules {
         };
 
         let idx = self.idx(&cb.session_id);
-        let same_id = idx.message_ids.contains(&message_id);
-        let same_text = idx.content_keys.contains(&key_digest(&content_key));
+        let same_id = idx.has_id(&message_id);
+        let same_text = idx.has_content(&content_key);
         let outcome = if same_id || same_text {
             // A retry or a near-identical re-send: nothing changes, except that a draft of the
             // same, already final, text is redundant.
@@ -213,7 +213,7 @@ impl Rules {
             .message_id
             .clone()
             .unwrap_or_else(|| format!("e:{}", hash_hex(&[&cb.task_id, &code, &text])));
-        let outcome = if self.idx(&cb.session_id).message_ids.contains(&message_id) {
+        let outcome = if self.idx(&cb.session_id).has_id(&message_id) {
             Outcome::Duplicate
         } else {
             let mut row = self.new_row(&cb.session_id, MessageKind::Error, text);
@@ -432,7 +432,7 @@ impl Rules {
         let dup = self
             .index
             .get(&row.session_id)
-            .is_some_and(|i| i.content_keys.contains(&key_digest(&content_key)));
+            .is_some_and(|i| i.has_content(&content_key));
         if dup {
             self.ops.push(Op::DeleteMessage(row.id));
             let data = json!({"type": "message_removed", "session_id": row.session_id, "message_id": row.id});
