@@ -443,6 +443,22 @@ async fn insights_and_transcript_pages_newest_first_and_the_whole_lists_stay_as_
             assert_error(&r, 400, code);
         }
     }
+    // Each list is its own: a turn is no cursor of the insights, an insight none of the turns.
+    let (a_turn, an_insight) = (&all_turns[3]["id"], &all_ins[3]["id"]);
+    let r = app
+        .ui()
+        .get(&format!(
+            "/api/sessions/{sid}/insights?limit=5&before={a_turn}"
+        ))
+        .await;
+    assert_error(&r, 400, "invalid_cursor");
+    let r = app
+        .ui()
+        .get(&format!(
+            "/api/calls/{sid}/transcript?limit=5&before={an_insight}"
+        ))
+        .await;
+    assert_error(&r, 400, "invalid_cursor");
     let r = app.ui().get("/api/sessions/nope/insights?limit=10").await;
     assert_error(&r, 404, "session_not_found");
     let r = app.ui().get("/api/calls/nope/transcript?limit=10").await;

@@ -197,13 +197,12 @@ async fn post_message(
     responses((status = 200, body = InsightsAnswer), (status = 404, body = ErrorDoc),
         (status = 400, body = ErrorDoc, description = "`invalid_limit`, `invalid_cursor` (`before` is not an insight of the call)")))]
 async fn list_insights(State(api): St, Param(id): Param, uri: axum::http::Uri) -> ApiResult {
-    let page = super::archive::page_params(&uri)?;
-    let all = api.conversation.insights(&id).await?;
-    match page {
-        Some((limit, before)) => Ok(Reply::ok(crate::archive::pages::insights_page(
-            all, &id, limit, before,
-        )?)),
-        None => Ok(Reply::ok(all)),
+    match super::archive::page_params(&uri)? {
+        Some((limit, before)) => Ok(Reply::ok(
+            crate::archive::pages::insights_page(api.conversation.store(), &id, limit, before)
+                .await?,
+        )),
+        None => Ok(Reply::ok(api.conversation.insights(&id).await?)),
     }
 }
 

@@ -10,9 +10,9 @@
 pub mod export;
 pub mod pages;
 
-use crate::model::MessageView;
+use crate::model::{MessageRow, MessageView};
 use crate::protocol::INSIGHTS_PREFIX;
-use crate::store::search::{SearchRow, HIT_CLOSE, HIT_OPEN};
+use crate::store::search::{RowList, SearchRow, HIT_CLOSE, HIT_OPEN};
 use crate::store::{SessionRecord, Store, StoreError};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -228,14 +228,54 @@ pub async fn messages_page(
     limit: i64,
     before: Option<i64>,
 ) -> Result<MessagePage, ArchiveError> {
+    let base = pages::route_path("/api/sessions/{session}/messages", session_id);
+    let mut page = rows_page(store, session_id, session_id, RowList::Shown, limit, before).await?;
+    page.rows.reverse();
+    Ok(MessagePage {
+        items: page.rows.iter().map(MessageView::from).collect(),
+        next: page.next(&base, page.rows.first()),
+    })
+}
+
+/// One page of rows of a list, newest first, read in SQL.
+pub(crate) struct RowsPage {
+    /// The chat the list belongs to.
+    pub session: SessionRecord,
+    pub rows: Vec<MessageRow>,
+    limit: i64,
+    /// Older rows exist.
+    more: bool,
+}
+
+impl RowsPage {
+    /// The path of the page of older rows, given the page's oldest row.
+    pub fn next(&self, base: &str, oldest: Option<&MessageRow>) -> Option<String> {
+        match (self.more, oldest) {
+            (true, Some(o)) => Some(pages::page_path(base, self.limit, o.id)),
+            _ => None,
+        }
+    }
+}
+
+/// The page of `limit` rows that `list` shows of the session `rows_of` before the row `before`,
+/// for the live chat `chat_id` (the rows' own session, or its `insights:` one). The checks, in
+/// order: `invalid_limit`, `session_not_found`, `invalid_cursor` (not a row of that list).
+pub(crate) async fn rows_page(
+    store: &Store,
+    chat_id: &str,
+    rows_of: &str,
+    list: RowList,
+    limit: i64,
+    before: Option<i64>,
+) -> Result<RowsPage, ArchiveError> {
     if !(1..=MAX_PAGE_LIMIT).contains(&limit) {
         return Err(ArchiveError::InvalidLimit(MAX_PAGE_LIMIT));
     }
-    chat_session(store, session_id).await?;
+    let session = chat_session(store, chat_id).await?;
     let position = match before {
         Some(id) => Some(
             store
-                .position(session_id, id)
+                .position(rows_of, list, id)
                 .await?
                 .ok_or(ArchiveError::InvalidCursor)?,
         ),
@@ -243,22 +283,15 @@ pub async fn messages_page(
     };
     // One more than asked tells whether an older page exists.
     let mut rows = store
-        .messages_before(session_id, position, limit + 1)
+        .messages_before(rows_of, list, position, limit + 1)
         .await?;
     let more = rows.len() as i64 > limit;
     rows.truncate(limit as usize);
-    rows.reverse();
-    let next = match (more, rows.first()) {
-        (true, Some(oldest)) => Some(format!(
-            "/api/sessions/{}/messages?limit={limit}&before={}",
-            url::form_urlencoded::byte_serialize(session_id.as_bytes()).collect::<String>(),
-            oldest.id
-        )),
-        _ => None,
-    };
-    Ok(MessagePage {
-        items: rows.iter().map(MessageView::from).collect(),
-        next,
+    Ok(RowsPage {
+        session,
+        rows,
+        limit,
+        more,
     })
 }
 

@@ -297,13 +297,12 @@ async fn post_transcript(
         (status = 400, body = ErrorDoc, description = "`invalid_limit`, `invalid_cursor` (`before` is not a turn of the call)"),
         (status = 409, body = ErrorDoc, description = "`not_a_call`")))]
 async fn get_transcript(State(api): St, Param(id): Param, uri: axum::http::Uri) -> ApiResult {
-    let page = crate::api::archive::page_params(&uri)?;
-    let all = api.conversation.transcript(&id).await?;
-    match page {
-        Some((limit, before)) => Ok(Reply::ok(crate::archive::pages::transcript_page(
-            all, &id, limit, before,
-        )?)),
-        None => Ok(Reply::ok(all)),
+    match crate::api::archive::page_params(&uri)? {
+        Some((limit, before)) => Ok(Reply::ok(
+            crate::archive::pages::transcript_page(api.conversation.store(), &id, limit, before)
+                .await?,
+        )),
+        None => Ok(Reply::ok(api.conversation.transcript(&id).await?)),
     }
 }
 

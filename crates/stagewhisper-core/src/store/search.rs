@@ -92,18 +92,22 @@ impl Store {
             .collect())
     }
 
-    /// The shown (not hidden) rows of a session before `before` (a `(sort_key, id)` position,
-    /// exclusive; `None`: from the newest), newest first, at most `limit`.
+    /// The rows of a session that `list` shows before `before` (a `(sort_key, id)` position,
+    /// exclusive; `None`: from the newest), newest first, at most `limit`. The session's order
+    /// index is read backwards from the position, so a page costs its own rows (and the rows of
+    /// other lists it passes), not the session's history.
     pub async fn messages_before(
         &self,
         session_id: &str,
+        list: RowList,
         before: Option<(i64, i64)>,
         limit: i64,
     ) -> Result<Vec<MessageRow>, StoreError> {
         let (sort_key, id) = before.unwrap_or((i64::MAX, i64::MAX));
         let sql = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND hidden = 0 \
-             AND (sort_key, id) < (?, ?) ORDER BY sort_key DESC, id DESC LIMIT ?"
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND {} \
+             AND (sort_key, id) < (?, ?) ORDER BY sort_key DESC, id DESC LIMIT ?",
+            list.condition()
         );
         let rows = sqlx::query(&sql)
             .bind(session_id)
@@ -115,18 +119,46 @@ impl Store {
         Ok(rows.iter().map(message_from_row).collect())
     }
 
-    /// The `(sort_key, id)` position of a row of `session_id`, if it is one of its rows.
+    /// The `(sort_key, id)` position of a row of `session_id`, if it is one of the rows `list`
+    /// shows.
     pub async fn position(
         &self,
         session_id: &str,
+        list: RowList,
         id: i64,
     ) -> Result<Option<(i64, i64)>, StoreError> {
-        let row = sqlx::query("SELECT sort_key, id FROM messages WHERE id = ? AND session_id = ?")
+        let sql = format!(
+            "SELECT sort_key, id FROM messages WHERE id = ? AND session_id = ? AND {}",
+            list.condition()
+        );
+        let row = sqlx::query(&sql)
             .bind(id)
             .bind(session_id)
             .fetch_optional(&self.read)
             .await?;
         Ok(row.map(|r| (r.get(0), r.get(1))))
+    }
+}
+
+/// Which of a session's rows a paged list shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowList {
+    /// A chat's messages: every row not hidden.
+    Shown,
+    /// A call's insights (rows of its `insights:` session): not hidden, not a transcript turn
+    /// or the user's own message.
+    Insights,
+    /// A call's transcript turns (rows of its `insights:` session).
+    Transcript,
+}
+
+impl RowList {
+    fn condition(self) -> &'static str {
+        match self {
+            RowList::Shown => "hidden = 0",
+            RowList::Insights => "hidden = 0 AND kind NOT IN ('user', 'transcript')",
+            RowList::Transcript => "kind = 'transcript'",
+        }
     }
 }
 
@@ -301,16 +333,25 @@ mod tests {
                 logged: false,
             });
         }
+        // A transcript turn and a user message (as in an insights session).
+        for (id, sort_key, kind) in [(7, 25, MessageKind::Transcript), (8, 35, MessageKind::User)] {
+            let mut r = row(id, "s", kind, "x");
+            r.sort_key = sort_key;
+            ops.push(Op::InsertMessage {
+                row: r,
+                logged: false,
+            });
+        }
         ops.push(Op::InsertMessage {
             row: row(6, "t", MessageKind::Assistant, "x"),
             logged: false,
         });
         commit(&mut db, &ops.iter().collect::<Vec<_>>()).unwrap();
-        let page = |before, limit| {
+        let page = |list, before, limit| {
             let store = store.clone();
             async move {
                 store
-                    .messages_before("s", before, limit)
+                    .messages_before("s", list, before, limit)
                     .await
                     .unwrap()
                     .iter()
@@ -318,11 +359,29 @@ mod tests {
                     .collect::<Vec<i64>>()
             }
         };
-        assert_eq!(page(None, 2).await, [5, 2]);
-        let at = store.position("s", 2).await.unwrap();
+        assert_eq!(page(RowList::Shown, None, 2).await, [5, 8]);
+        let at = store.position("s", RowList::Shown, 2).await.unwrap();
         assert_eq!(at, Some((30, 2)));
-        assert_eq!(page(at, 10).await, [3, 1]);
-        assert_eq!(store.position("s", 6).await.unwrap(), None);
+        assert_eq!(page(RowList::Shown, at, 10).await, [7, 3, 1]);
+        assert_eq!(store.position("s", RowList::Shown, 6).await.unwrap(), None);
+        // The insights and the transcript of a call, each its own list of the same rows.
+        assert_eq!(page(RowList::Insights, None, 10).await, [5, 2, 3, 1]);
+        assert_eq!(page(RowList::Insights, at, 1).await, [3]);
+        assert_eq!(page(RowList::Transcript, None, 10).await, [7]);
+        let turn = store.position("s", RowList::Transcript, 7).await.unwrap();
+        assert_eq!(turn, Some((25, 7)));
+        assert_eq!(page(RowList::Transcript, turn, 10).await, Vec::<i64>::new());
+        for (list, id) in [
+            (RowList::Insights, 7),
+            (RowList::Insights, 8),
+            (RowList::Transcript, 2),
+        ] {
+            assert_eq!(
+                store.position("s", list, id).await.unwrap(),
+                None,
+                "{list:?} {id}"
+            );
+        }
         drop(db);
         drop(locked);
     }
