@@ -1,5 +1,6 @@
-//! Durability: a SIGKILL in the middle of a flood loses nothing that was acknowledged, and the
-//! event stream resumes from a cursor exactly, across restarts.
+//! Durability: a SIGKILL in the middle of a flood loses nothing that was acknowledged, the
+//! event stream resumes from a cursor exactly, across restarts, and the dedupe index a restart
+//! rebuilds from the stored keys refuses a retry and a content re-send of an early message.
 
 mod common;
 
@@ -411,4 +412,53 @@ async fn event_stream_resumes_after_a_cursor_exactly_across_restarts() {
     let texts_now = texts(&app.messages(&sid).await);
     let expected: Vec<String> = (0..27).map(|i| format!("event test {i}")).collect();
     assert_eq!(texts_now, expected);
+}
+
+/// The dedupe index a restart loads holds the keys of every stored row (read alone, without
+/// the texts): a retry of an early callback (same `message_id`) and an early content duplicate
+/// (a new `message_id`, the same text in the same scope) are refused, before and after `kill -9`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn early_retries_and_re_sends_are_refused_across_a_kill_9() {
+    const MESSAGES: usize = 400;
+    let mut app = App::start().await;
+    let sid = app.create_chat().await;
+    let task = new_id();
+    let body = |n: usize, id: &str| {
+        with(
+            message(&sid, &task, id, &format!("Reply number {n}.")),
+            json!({"user_message_id": format!("um-{n}")}),
+        )
+    };
+    let cb = app.cb();
+    for chunk in (0..MESSAGES).collect::<Vec<_>>().chunks(SENDERS * 8) {
+        let posts = chunk.iter().map(|&n| {
+            let (cb, b) = (cb.clone(), body(n, &format!("m-{n}")));
+            async move { cb.post(&b).await }
+        });
+        for r in futures_util::future::join_all(posts).await {
+            assert_applied(&r);
+        }
+    }
+    let check = |app: &App| {
+        let cb = app.cb();
+        let early = [body(3, "m-3"), body(7, "again-7"), body(40, "m-40")];
+        async move {
+            for b in early {
+                let r = cb.post(&b).await;
+                assert_eq!(r.status, 200, "{r}");
+                assert!(r.is_duplicate(), "an early duplicate was accepted: {r}");
+            }
+        }
+    };
+    check(&app).await;
+    app.kill9_and_restart().await;
+    check(&app).await;
+    // A new message is still new, once.
+    let r = app.post(&body(MESSAGES, "m-new")).await;
+    assert_applied(&r);
+    assert!(app.post(&body(MESSAGES, "m-new")).await.is_duplicate());
+    let rows = app.messages(&sid).await;
+    assert_eq!(rows.len(), MESSAGES + 1);
+    let texts: HashSet<&str> = rows.iter().filter_map(|m| m["text"].as_str()).collect();
+    assert_eq!(texts.len(), MESSAGES + 1, "a text is shown twice");
 }

@@ -15,7 +15,7 @@
 //!    decided on top of it, same epoch) get `storage_unavailable`; the actor waits for the
 //!    writer to drain, reloads the rules from the database and starts a new epoch.
 
-use super::index::SessionIndex;
+use super::index::{SessionIndex, RECENT_FINALS};
 use super::rules::permissions::Settled;
 use super::rules::Rules;
 use super::{CoreError, DeliveryUpdate, Outcome, Settings};
@@ -347,7 +347,11 @@ impl Actor {
     async fn ensure_index(&mut self, session_id: &str) -> Result<(), StoreError> {
         if !self.rules.index.touch(session_id) {
             let mut index = SessionIndex::default();
-            load::each_session_message(&mut self.reader, session_id, |row| index.add(row)).await?;
+            load::each_session_key(&mut self.reader, session_id, |m, c| index.add_keys(m, c))
+                .await?;
+            for row in load::recent_finals(&mut self.reader, session_id, RECENT_FINALS).await? {
+                index.add_final(&row);
+            }
             index.loaded();
             self.rules.index.insert(session_id.to_string(), index);
         }

@@ -65,14 +65,29 @@ pub(crate) struct SessionIndex {
 /// Scopes whose final texts a session index keeps (it prunes at twice as many).
 pub(crate) const FINAL_SCOPES: u64 = 1024;
 
+/// Final rows a load reads (the newest): the recent scopes' finals, without reading the texts
+/// of the whole history.
+pub(crate) const RECENT_FINALS: i64 = 2 * FINAL_SCOPES as i64;
+
 impl SessionIndex {
     pub fn add(&mut self, row: &MessageRow) {
-        if let Some(m) = &row.message_id {
+        self.add_keys(row.message_id.as_deref(), row.content_key.as_deref());
+        self.add_final(row);
+    }
+
+    /// A stored row's dedupe keys (what a load reads of every row).
+    pub fn add_keys(&mut self, message_id: Option<&str>, content_key: Option<&str>) {
+        if let Some(m) = message_id {
             self.message_ids.insert(id_digest(m));
         }
-        if let Some(k) = &row.content_key {
+        if let Some(k) = content_key {
             self.content_keys.insert(key_digest(k));
         }
+    }
+
+    /// A row's text when it is a final one of its scope (a load reads only the recent ones:
+    /// [`RECENT_FINALS`]).
+    pub fn add_final(&mut self, row: &MessageRow) {
         if !row.draft && matches!(row.kind, MessageKind::Assistant | MessageKind::Notice) {
             if let Some(scope) = &row.scope {
                 self.scopes += 1;

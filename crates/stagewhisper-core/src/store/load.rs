@@ -1,5 +1,5 @@
 //! What the conversation loads on its own read-only connection: the state it starts (and
-//! reloads) from, a session's rows for its in-memory index, a row to update. Reads only; the
+//! reloads) from, a session's keys and recent finals for its in-memory index, a row to update. Reads only; the
 //! writes are in [`super::writer`].
 
 use super::{message_from_row, session_from_row, SessionRecord, StoreError, MESSAGE_COLUMNS};
@@ -24,20 +24,45 @@ pub async fn open_drafts(conn: &mut SqliteConnection) -> Result<Vec<MessageRow>,
     Ok(rows.iter().map(message_from_row).collect())
 }
 
-/// Every row of a session, oldest first, handed to `each` one at a time as they are read (for its
-/// in-memory dedupe index): only the index grows with the session, never a copy of its rows.
-pub async fn each_session_message(
+/// The dedupe keys (`message_id`, `content_key`) of every row of a session, handed to `each` one
+/// row at a time as they are read: only these two columns, so a load never holds the session's
+/// texts (for its in-memory dedupe index).
+pub async fn each_session_key(
     conn: &mut SqliteConnection,
     session_id: &str,
-    mut each: impl FnMut(&MessageRow),
+    mut each: impl FnMut(Option<&str>, Option<&str>),
 ) -> Result<(), StoreError> {
     use futures_util::TryStreamExt;
-    let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY id");
-    let mut rows = sqlx::query(&sql).bind(session_id).fetch(&mut *conn);
+    let mut rows = sqlx::query(
+        "SELECT message_id, content_key FROM messages WHERE session_id = ? \
+         AND (message_id IS NOT NULL OR content_key IS NOT NULL)",
+    )
+    .bind(session_id)
+    .fetch(&mut *conn);
     while let Some(r) = rows.try_next().await? {
-        each(&message_from_row(&r));
+        each(r.get(0), r.get(1));
     }
     Ok(())
+}
+
+/// The newest `limit` final rows of a session (assistant and notice texts of a scope, not
+/// drafts), in the session's order: read backwards along its order index, so only those rows.
+pub async fn recent_finals(
+    conn: &mut SqliteConnection,
+    session_id: &str,
+    limit: i64,
+) -> Result<Vec<MessageRow>, StoreError> {
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND draft = 0 \
+         AND kind IN ('assistant', 'notice') AND scope IS NOT NULL \
+         ORDER BY sort_key DESC, id DESC LIMIT ?"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(session_id)
+        .bind(limit)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(rows.iter().rev().map(message_from_row).collect())
 }
 
 /// One row by id, as the writer's transaction sees it.

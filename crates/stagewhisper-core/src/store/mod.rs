@@ -155,11 +155,14 @@ impl Store {
         Ok((store, writer))
     }
 
-    /// A separate read-only connection (the conversation's rules stage reads through it).
+    /// A separate read-only connection (the conversation's rules stage reads through it). Its
+    /// reads are rows by id and a session's keys when its index loads (one pass, which the OS
+    /// page cache serves as well): a 4 MiB page cache, so a load of a long session does not
+    /// leave the process larger by a cache of its pages.
     pub async fn connect_reader(&self) -> Result<SqliteConnection, StoreError> {
         Ok(base_options(&self.path)
             .read_only(true)
-            .pragma("cache_size", "-16384")
+            .pragma("cache_size", "-4096")
             .connect()
             .await?)
     }
