@@ -12,8 +12,8 @@
 //!    - `GET /api/sessions/{id}/messages?limit=100`, the newest page: the first request after
 //!      start and the median of 20;
 //!    - the process's RSS (`/proc/PID/status`) before and after paging through the whole chat
-//!      by its `next` links, and after one more callback to that chat (which loads the chat's
-//!      dedupe index);
+//!      by its `next` links, after a callback to a second, short chat (the writer's first
+//!      write), and after one more callback to the long chat (which loads its dedupe index);
 //!    - for comparison, the unpaged `GET /api/sessions/{id}/messages` (its size and time) and
 //!      the RSS after it.
 //!
@@ -89,6 +89,17 @@ fn rss(pid: u32) -> (f64, f64) {
             .unwrap_or(0.0)
     };
     (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
+}
+
+/// The process's anonymous resident memory (heap, stacks), MiB.
+fn rss_anon(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find(|l| l.starts_with("RssAnon:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
 }
 
 /// A small deterministic generator (xorshift), so every run writes the same rows.
@@ -209,6 +220,19 @@ async fn main() {
         .await
         .unwrap();
     let sid = r["session_id"].as_str().unwrap().to_string();
+    // A second, short chat: its first callback is the writer's first write after the restart
+    // (page cache, full-text index), so the long chat's callback shows its index load alone.
+    let r: Value = http
+        .post(format!("{}/api/sessions", p.ui_url))
+        .bearer_auth(&p.ui_token)
+        .json(&json!({"title": "short chat"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let short = r["session_id"].as_str().unwrap().to_string();
     stop(p);
     let t = Instant::now();
     fill(&data.join("stagewhisper.db"), &sid, n).await;
@@ -295,22 +319,37 @@ async fn main() {
     assert_eq!(rows, n, "paging saw every message once");
     let (rss2, hwm2) = rss(pid);
 
-    // One callback to the long chat: the writer loads its dedupe index.
-    let task = "00000000-0000-4000-8000-000000000001";
-    let r = http
-        .post(format!("{}/tasks/{task}", p.callback_url))
-        .bearer_auth(&p.callback_token)
-        .json(
-            &json!({"task_id": task, "session_id": sid, "status": "message",
-            "message_id": "bench-new", "reply_text": "one more", "error_code": null,
-            "error_message": null, "model": null}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A callback to the short chat (the writer's first write), then one to the long chat: the
+    // writer loads its dedupe index.
+    let callback = |session: String, n: u32| {
+        let (http, url, token) = (
+            http.clone(),
+            p.callback_url.clone(),
+            p.callback_token.clone(),
+        );
+        async move {
+            let task = format!("00000000-0000-4000-8000-00000000000{n}");
+            let r = http
+                .post(format!("{url}/tasks/{task}"))
+                .bearer_auth(token)
+                .json(
+                    &json!({"task_id": task, "session_id": session, "status": "message",
+                    "message_id": format!("bench-new-{n}"), "reply_text": "one more",
+                    "error_code": null, "error_message": null, "model": null}),
+                )
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success());
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    };
+    callback(short.clone(), 1).await;
+    let (rss_w, hwm_w) = rss(pid);
+    let anon_w = rss_anon(pid);
+    callback(sid.clone(), 2).await;
     let (rss3, hwm3) = rss(pid);
+    let anon3 = rss_anon(pid);
 
     // For comparison: the whole list at once.
     let (whole_ms, body) = get(format!("/api/sessions/{sid}/messages")).await;
@@ -351,6 +390,7 @@ async fn main() {
     );
     println!("paging through all: {pages} pages in {paging_s:.1} s");
     println!("RSS MiB: after start {rss0:.1}; after search {rss1:.1}; after paging {rss2:.1} (peak {hwm2:.1}; target < 100)");
-    println!("RSS MiB after one callback to the long chat (its dedupe index loaded): {rss3:.1} (peak {hwm3:.1})");
+    println!("RSS MiB after a callback to a short chat (the writer's first write): {rss_w:.1} (peak {hwm_w:.1})");
+    println!("RSS MiB after one callback to the long chat (its dedupe index loaded): {rss3:.1} (peak {hwm3:.1}; the load: {:+.1}, of which anonymous {:+.1})", rss3 - rss_w, anon3 - anon_w);
     println!("unpaged GET …/messages: {whole_mib:.1} MiB in {whole_ms:.0} ms; RSS after {rss4:.1} (peak {hwm4:.1})");
 }
