@@ -4,6 +4,7 @@
 # codes, content types and bodies as documented). Bounded: a few dozen cases per route.
 #
 #   STAGEWHISPER_BIN=target/debug/stagewhisper tests/schema/run.sh
+#   tests/schema/run.sh --install-only     # only the venv (run-tests does it in the background)
 #
 # Needs python3 with venv (Debian: python3-venv) and PyPI for the first run; the venv is kept
 # in target/schema-venv (or $STAGEWHISPER_SCHEMA_VENV). Exits non-zero on any failure.
@@ -23,9 +24,6 @@ MAX_TIME="${SCHEMA_MAX_TIME:-180}"
 log() { printf '[schema %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-BIN="${STAGEWHISPER_BIN:-$REPO/target/debug/stagewhisper}"
-[[ -x "$BIN" ]] || die "no binary at $BIN (cargo build first, or set STAGEWHISPER_BIN)"
-
 # ---------------------------------------------------------------- the venv
 PY="${PYTHON:-python3}"
 if ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
@@ -43,6 +41,13 @@ if [[ "$have" != "$want" ]]; then
   "$PY" -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check "$SCHEMATHESIS_SPEC" >&2
 fi
+if [[ "${1:-}" == "--install-only" ]]; then
+  log "$SCHEMATHESIS_SPEC is installed in $VENV"
+  exit 0
+fi
+
+BIN="${STAGEWHISPER_BIN:-$REPO/target/debug/stagewhisper}"
+[[ -x "$BIN" ]] || die "no binary at $BIN (cargo build first, or set STAGEWHISPER_BIN)"
 
 # ---------------------------------------------------------------- the app
 TMP="$(mktemp -d)"
