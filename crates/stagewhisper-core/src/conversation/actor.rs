@@ -15,7 +15,8 @@
 //!    decided on top of it, same epoch) get `storage_unavailable`; the actor waits for the
 //!    writer to drain, reloads the rules from the database and starts a new epoch.
 
-use super::index::{SessionIndex, RECENT_FINALS};
+use super::index::{key_digest, SessionIndex, RECENT_FINALS};
+use super::keyset::id_digest;
 use super::rules::permissions::Settled;
 use super::rules::Rules;
 use super::{CoreError, DeliveryUpdate, Outcome, Settings};
@@ -346,13 +347,17 @@ impl Actor {
 
     async fn ensure_index(&mut self, session_id: &str) -> Result<(), StoreError> {
         if !self.rules.index.touch(session_id) {
-            let mut index = SessionIndex::default();
-            load::each_session_key(&mut self.reader, session_id, |m, c| index.add_keys(m, c))
-                .await?;
+            // The digests first, then one sort: no per-key inserts.
+            let (mut ids, mut contents) = (Vec::new(), Vec::new());
+            load::each_session_key(&mut self.reader, session_id, |m, c| {
+                ids.extend(m.map(id_digest));
+                contents.extend(c.map(key_digest));
+            })
+            .await?;
+            let mut index = SessionIndex::from_digests(ids, contents);
             for row in load::recent_finals(&mut self.reader, session_id, RECENT_FINALS).await? {
                 index.add_final(&row);
             }
-            index.loaded();
             self.rules.index.insert(session_id.to_string(), index);
         }
         Ok(())

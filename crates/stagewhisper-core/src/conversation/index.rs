@@ -120,7 +120,19 @@ impl SessionIndex {
         self.content_keys.contains(key_digest(content_key))
     }
 
-    /// Called once the stored rows are added: the keys go into their compact form.
+    /// An index of a session's stored keys, as a load reads them: the digests of its
+    /// `message_id`s ([`id_digest`]) and of its content keys ([`key_digest`]), repeats allowed.
+    /// Its finals are added after ([`SessionIndex::add_final`]).
+    pub fn from_digests(message_ids: Vec<u128>, content_keys: Vec<u128>) -> Self {
+        SessionIndex {
+            message_ids: KeySet::from_keys(message_ids),
+            content_keys: KeySet::from_keys(content_keys),
+            ..SessionIndex::default()
+        }
+    }
+
+    /// The keys in their compact form (what a load builds directly).
+    #[cfg(test)]
     pub fn loaded(&mut self) {
         self.message_ids.compact();
         self.content_keys.compact();

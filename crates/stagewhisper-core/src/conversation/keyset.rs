@@ -23,6 +23,18 @@ pub(crate) struct KeySet {
 }
 
 impl KeySet {
+    /// A set of the given keys (repeats allowed), built in place: what a load of a session's
+    /// stored keys makes, without the merges of key-by-key inserts.
+    pub fn from_keys(mut keys: Vec<u128>) -> Self {
+        keys.sort_unstable();
+        keys.dedup();
+        keys.shrink_to_fit();
+        KeySet {
+            sorted: keys,
+            recent: HashSet::default(),
+        }
+    }
+
     pub fn contains(&self, key: u128) -> bool {
         self.recent.contains(&key) || self.sorted.binary_search(&key).is_ok()
     }
@@ -106,6 +118,22 @@ mod tests {
         );
         assert_eq!(s.bytes(), 16 * n as usize);
         assert!(s.contains(id_digest("m99999")) && !s.contains(id_digest("m100000")));
+    }
+
+    #[test]
+    fn a_set_built_from_loaded_keys_is_the_set_of_those_keys() {
+        let keys: Vec<u128> = (0..5000u32)
+            .map(|i| id_digest(&format!("m{}", i % 3000)))
+            .collect();
+        let mut s = KeySet::from_keys(keys);
+        assert_eq!(s.len(), 3000);
+        assert_eq!(s.bytes(), 16 * 3000);
+        assert!(s.contains(id_digest("m2999")) && !s.contains(id_digest("m3000")));
+        // Inserts after a load go on as before.
+        s.insert(id_digest("m3000"));
+        s.insert(id_digest("m1"));
+        assert_eq!(s.len(), 3001);
+        assert!(s.contains(id_digest("m3000")));
     }
 
     #[test]

@@ -385,4 +385,47 @@ mod tests {
         drop(db);
         drop(locked);
     }
+
+    #[tokio::test]
+    async fn a_key_load_reads_every_row_once_across_its_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, mut writer) = Store::open(&dir.path().join("t.db"), Durability::Crash)
+            .await
+            .unwrap();
+        let mut locked = writer.lock_handle().await.unwrap();
+        // SAFETY: as above.
+        let mut db = unsafe { RawConn::new(locked.as_raw_handle()) };
+        // Three chunks' worth, with sort keys shared by neighbours (ties across chunk ends),
+        // and rows of another session in between.
+        let mut ops = Vec::new();
+        for id in 1..=10_000 {
+            let mut r = row(
+                id,
+                if id % 7 == 0 { "t" } else { "s" },
+                MessageKind::Assistant,
+                "x",
+            );
+            r.sort_key = id / 3;
+            r.content_key = Some(format!("c{id}"));
+            ops.push(Op::InsertMessage {
+                row: r,
+                logged: false,
+            });
+        }
+        commit(&mut db, &ops.iter().collect::<Vec<_>>()).unwrap();
+        drop(db);
+        drop(locked);
+        let mut reader = store.connect_reader().await.unwrap();
+        let mut seen = Vec::new();
+        super::super::load::each_session_key(&mut reader, "s", |m, c| {
+            seen.push((m.unwrap().to_string(), c.unwrap().to_string()));
+        })
+        .await
+        .unwrap();
+        let want: Vec<(String, String)> = (1..=10_000)
+            .filter(|id| id % 7 != 0)
+            .map(|id| (format!("m{id}"), format!("c{id}")))
+            .collect();
+        assert_eq!(seen, want);
+    }
 }
