@@ -209,30 +209,20 @@ async fn main() {
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
 
     let p = start(&bin, &data);
-    let r: Value = http
-        .post(format!("{}/api/sessions", p.ui_url))
-        .bearer_auth(&p.ui_token)
-        .json(&json!({"title": "long chat"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let sid = r["session_id"].as_str().unwrap().to_string();
+    let create_chat = |title: &str| {
+        let req = http
+            .post(format!("{}/api/sessions", p.ui_url))
+            .bearer_auth(&p.ui_token)
+            .json(&json!({ "title": title }));
+        async move {
+            let r: Value = req.send().await.unwrap().json().await.unwrap();
+            r["session_id"].as_str().unwrap().to_string()
+        }
+    };
+    let sid = create_chat("long chat").await;
     // A second, short chat: its first callback is the writer's first write after the restart
     // (page cache, full-text index), so the long chat's callback shows its index load alone.
-    let r: Value = http
-        .post(format!("{}/api/sessions", p.ui_url))
-        .bearer_auth(&p.ui_token)
-        .json(&json!({"title": "short chat"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let short = r["session_id"].as_str().unwrap().to_string();
+    let short = create_chat("short chat").await;
     stop(p);
     let t = Instant::now();
     fill(&data.join("stagewhisper.db"), &sid, n).await;
