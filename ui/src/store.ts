@@ -53,7 +53,9 @@ export type Change =
   /** The assistant link changed; `fromEvent`: through an `assistant_status` event (a patch). */
   | { kind: 'assistant'; fromEvent: boolean }
   /** The callback tunnel changed (`/api/tunnel…` answers). */
-  | { kind: 'tunnel' };
+  | { kind: 'tunnel' }
+  /** A live-only event (`live: true`: a partial transcript, an audio level), as it came. */
+  | { kind: 'live'; event: SwEvent };
 
 export interface Conversation {
   sessionId: string;
@@ -560,6 +562,11 @@ export class Store {
 
   /** Applies one event; false when it was already applied (id ≤ cursor) or malformed. */
   apply(ev: SwEvent): boolean {
+    if (ev.live === true) {
+      // No cursor, no version: handed to whoever shows it, never counted as applied.
+      this.emit({ kind: 'live', event: ev });
+      return false;
+    }
     const id = Number(ev.id);
     if (!Number.isFinite(id) || id <= this.cursor) return false;
     this.cursor = id;

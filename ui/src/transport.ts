@@ -117,6 +117,12 @@ export function sseToEvent(msg: SseMessage): SwEvent | null {
   }
   if (!v || typeof v !== 'object' || Array.isArray(v)) return null;
   const ev = v as SwEvent;
+  if (ev.live === true) {
+    // A live-only event (partial transcript, audio level): no cursor, never replayed.
+    ev.id = 0;
+    if (typeof ev.type !== 'string') ev.type = msg.event;
+    return ev;
+  }
   if (typeof ev.id !== 'number') {
     // Frames without any id (e.g. a `ready` greeting carrying the current cursor) are not events.
     const raw = ev.id ?? msg.id;
@@ -346,6 +352,10 @@ function asEvent(v: unknown): SwEvent | null {
   }
   if (!x || typeof x !== 'object') return null;
   const ev = x as SwEvent;
+  if (ev.live === true) {
+    ev.id = 0;
+    return ev;
+  }
   const n = Number(ev.id);
   if (!Number.isFinite(n)) return null;
   ev.id = n;

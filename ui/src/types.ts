@@ -209,7 +209,9 @@ export type EventType =
 
 /** One event of the stream: the JSON of an SSE `data:` line (or a Tauri `sw-event` payload). */
 export interface SwEvent {
+  /** The cursor; `0` for a live-only event (`live: true`), which is never stored or replayed. */
   id: number;
+  live?: boolean;
   type: EventType | string;
   session_id?: string;
   [key: string]: unknown;

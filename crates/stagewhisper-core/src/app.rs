@@ -46,6 +46,9 @@ pub struct Config {
     pub extra_kinds: Vec<KindFactory>,
     /// The clawborrator hub link's timing (tests shorten it).
     pub hub_timing: crate::hub::HubTiming,
+    /// The audio pipeline (`stagewhisper-audio`), built once the core is up; `None`: the app
+    /// cannot hear (the audio routes answer `503 audio_unavailable`).
+    pub ears: Option<crate::audio::EarsFactory>,
 }
 
 impl Config {
@@ -63,6 +66,7 @@ impl Config {
             tunnel: TunnelSettings::from_env(),
             extra_kinds: Vec::new(),
             hub_timing: crate::hub::HubTiming::default(),
+            ears: None,
         }
     }
 }
@@ -108,6 +112,8 @@ pub struct App {
     pub link: Assistants,
     /// The optional tunnel for the callback listener (ngrok or an external URL).
     pub tunnel: TunnelManager,
+    /// The audio pipeline, when the app can hear.
+    pub ears: Option<Arc<dyn crate::audio::Ears>>,
     shutdown: Shutdown,
     servers: Vec<JoinHandle<()>>,
     /// One process per data dir, for as long as this app lives (see [`crate::datadir`]).
@@ -241,6 +247,15 @@ impl App {
             min_session_gap: config.link.min_session_gap,
         };
         let link = Assistants::start(ctx, kinds, timing).await;
+        let ears = config.ears.map(|make| {
+            make(crate::audio::EarsContext {
+                conversation: conversation.clone(),
+                link: link.clone(),
+                data_dir: data_dir.clone(),
+                shutdown: shutdown.clone(),
+                clock: config.clock.clone(),
+            })
+        });
 
         let listener = Arc::new(CallbackListener {
             conversation: conversation.clone(),
@@ -264,6 +279,7 @@ impl App {
             link: link.clone(),
             faults: config.faults.clone(),
             tunnel: tunnel.clone(),
+            ears: ears.clone(),
         }));
         let drain = Duration::from_secs(15);
         let servers = vec![
@@ -296,6 +312,7 @@ impl App {
             callback_target,
             link,
             tunnel,
+            ears,
             shutdown,
             servers,
             _data_dir_lock: data_dir_lock,
@@ -332,6 +349,9 @@ impl App {
     /// was committed before its answer, so nothing is left to flush.
     pub async fn shutdown(self) {
         self.shutdown.trigger();
+        if let Some(ears) = &self.ears {
+            ears.shutdown().await;
+        }
         self.tunnel.shutdown().await;
         for s in self.servers {
             let _ = s.await;

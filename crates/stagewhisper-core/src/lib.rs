@@ -10,6 +10,8 @@
 //!   the provider registry; [`links`]: the `incoming` kind (`POST /v1/incoming`, status,
 //!   `/v1/events` fallback);
 //! - [`byo`]: the BYO relay kind (end-to-end encrypted envelopes, replay guard);
+//! - [`audio`]: the seam to the audio pipeline (crate `stagewhisper-audio`): the routes' shapes,
+//!   the [`audio::Ears`] trait, and the one path a heard turn takes into the conversation;
 //! - [`transcript`]: transcript files (WebVTT, SRT, JSONL) and the replay client;
 //! - [`datadir`]: one process per data dir (an exclusive lock held while the app runs);
 //! - [`tokens`]: secrets; [`faults`]: test-only fault injection; [`app`]: wiring it all together.
@@ -18,6 +20,7 @@ pub mod api;
 pub mod app;
 pub mod archive;
 pub mod assistants;
+pub mod audio;
 pub mod byo;
 pub mod clock;
 pub mod conns;

@@ -16,6 +16,7 @@
 //! and served at `GET /api/openapi.json`.
 
 pub(crate) mod archive;
+mod audio;
 mod byo;
 pub mod common;
 mod hub_sessions;
@@ -73,6 +74,8 @@ pub struct ApiState {
     pub faults: Arc<Faults>,
     /// The optional tunnel (its routes live in [`crate::tunnel::api`]).
     pub tunnel: TunnelManager,
+    /// The audio pipeline (its routes live in `api::audio`); `None`: the app cannot hear.
+    pub ears: Option<Arc<dyn crate::audio::Ears>>,
 }
 
 impl FromRef<Arc<ApiState>> for LinkApi {
@@ -190,6 +193,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(byo::routes())
         .merge(stop::routes())
         .merge(archive::routes())
+        .merge(audio::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
     let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
@@ -550,6 +554,13 @@ mod tests {
             "POST /api/assistant/pairing",
             "POST /api/assistant/byo/probe",
             "POST /api/assistant/byo/test",
+            "GET /api/audio/sources",
+            "GET /api/audio",
+            "PUT /api/audio",
+            "POST /api/calls/{session_id}/listen",
+            "DELETE /api/calls/{session_id}/listen",
+            "POST /api/audio/test",
+            "POST /api/audio/meters",
         ];
         want.sort();
         assert_eq!(ops, want);

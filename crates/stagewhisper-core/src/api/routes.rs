@@ -39,6 +39,8 @@ pub fn routes() -> OpenApiRouter<Arc<ApiState>> {
 pub struct NewSession {
     /// The title shown in the list (none: untitled).
     pub title: Option<String>,
+    /// `POST /api/calls` only: start listening to the call at once (microphone and call audio).
+    pub listen: Option<bool>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -84,9 +86,22 @@ pub struct RotatedToken {
 /// A call: a chat session plus its `insights:` session.
 #[utoipa::path(post, path = "/api/calls", tag = "sessions",
     request_body(content = NewSession, description = "optional"),
-    responses((status = 201, body = CreatedCall), (status = 400, body = ErrorDoc)))]
+    responses((status = 201, body = CreatedCall), (status = 400, body = ErrorDoc),
+        (status = 503, body = ErrorDoc, description = "`audio_unavailable`: `listen` in a build that cannot hear")))]
 async fn create_call(State(api): St, JsonBody(b): JsonBody<NewSession>) -> ApiResult {
+    // Checked before the call exists: a build that cannot hear refuses `listen` cleanly.
+    let ears = match b.listen {
+        Some(true) => Some(super::audio::ears(&api)?.clone()),
+        _ => None,
+    };
     let s = api.conversation.create_session(true, b.title).await?;
+    if let Some(ears) = ears {
+        // Listening is an intent: a sound server that is not there shows in the status, and
+        // listening starts when it comes.
+        if let Err(e) = ears.listen(&s.session_id).await {
+            tracing::warn!(code = e.code, error = %e, "the new call could not start listening");
+        }
+    }
     Ok(Reply::new(
         StatusCode::CREATED,
         CreatedCall {
@@ -103,7 +118,11 @@ async fn create_call(State(api): St, JsonBody(b): JsonBody<NewSession>) -> ApiRe
     responses((status = 200, body = SessionView), (status = 404, body = ErrorDoc),
         (status = 409, body = ErrorDoc, description = "`not_a_call`")))]
 async fn end_call(State(api): St, Param(id): Param) -> ApiResult {
-    Ok(Reply::ok(api.conversation.end_call(&id).await?))
+    let s = api.conversation.end_call(&id).await?;
+    if let Some(ears) = &api.ears {
+        ears.stop(Some(&id)).await;
+    }
+    Ok(Reply::ok(s))
 }
 
 /// A chat without a call.
@@ -134,6 +153,9 @@ async fn list_sessions(State(api): St) -> ApiResult {
     responses((status = 200, body = OkDoc), (status = 404, body = ErrorDoc)))]
 async fn delete_session(State(api): St, Param(id): Param) -> ApiResult {
     api.conversation.delete_session(&id).await?;
+    if let Some(ears) = &api.ears {
+        ears.stop(Some(&id)).await;
+    }
     Ok(Reply::ok(OkDoc { ok: true }))
 }
 
@@ -262,8 +284,9 @@ async fn rotate_callback_token(State(api): St) -> ApiResult {
 
 /// The event log as SSE (`GET /api/events`): `id:` is the cursor; `Last-Event-ID: N` (or
 /// `?after=N`) resumes after N exactly once, then live events. Without a cursor the stream starts
-/// at the current end and first sends `event: ready` with `{"cursor": N}`. The window's IPC has
-/// the `sw-event` Tauri event instead (`404` there).
+/// at the current end and first sends `event: ready` with `{"cursor": N}`. Live-only events
+/// (partial transcripts, audio levels: `"live": true` in `data`) come without `id:` and are never
+/// replayed. The window's IPC has the `sw-event` Tauri event instead (`404` there).
 #[utoipa::path(get, path = "/api/events", tag = "events",
     params(
         ("after" = Option<i64>, Query, description = "resume after this cursor (`0`: the whole log)"),
@@ -325,6 +348,9 @@ async fn stream_from(api: &ApiState, cursor: Option<i64>) -> Result<Response, Ap
         loop {
             let frame = tokio::select! {
                 e = sub.next() => match e {
+                    // A live-only event has no cursor: no `id:` line, so the reader's
+                    // Last-Event-ID stays that of the last logged event.
+                    Ok(e) if e.is_live() => format!("event: {}\ndata: {}\n\n", e.event_type, e.json),
                     Ok(e) => format!("id: {}\nevent: {}\ndata: {}\n\n", e.id, e.event_type, e.json),
                     Err(err) => {
                         tracing::warn!(error = %err, "event stream read failed; retrying");

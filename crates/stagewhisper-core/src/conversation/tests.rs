@@ -478,3 +478,33 @@ async fn a_final_message_with_a_leftover_cursor_settles_the_finished_stream() {
         "after the timeout"
     );
 }
+
+#[tokio::test]
+async fn live_events_reach_followers_without_moving_the_cursor_and_are_never_replayed() {
+    let (c, _clock, _dir) = start(30_000).await;
+    let before = c.store().last_event_id().await.unwrap();
+    let mut sub = c.hub().subscribe(c.store().clone(), before);
+    let s = c.create_session(true, None).await.unwrap().session_id;
+    let logged = sub.next().await.unwrap();
+    assert!(!logged.is_live());
+    c.hub()
+        .publish_live("audio_level", json!({"mic": 0.5, "system": null}));
+    let live = sub.next().await.unwrap();
+    assert!(live.is_live(), "{live:?}");
+    assert_eq!(live.event_type, "audio_level");
+    let v: serde_json::Value = serde_json::from_str(&live.json).unwrap();
+    assert_eq!(
+        (v["type"].as_str(), &v["live"]),
+        (Some("audio_level"), &json!(true))
+    );
+    assert_eq!(sub.cursor(), logged.id, "a live event is no cursor");
+    c.end_call(&s).await.unwrap();
+    assert_eq!(sub.next().await.unwrap().id, logged.id + 1);
+    // A reader resuming from the start reads the log only: the live event is not in it.
+    let mut replay = c.hub().subscribe(c.store().clone(), before);
+    let mut seen = Vec::new();
+    while replay.cursor() < c.store().last_event_id().await.unwrap() {
+        seen.push(replay.next().await.unwrap());
+    }
+    assert!(seen.iter().all(|e| !e.is_live()), "{seen:?}");
+}

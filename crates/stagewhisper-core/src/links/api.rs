@@ -17,7 +17,7 @@
 use super::summary;
 use crate::api::common::{
     double_option, from_value, parse_object, ApiError, ApiResult, ErrorDoc, JsonBody, Param,
-    Params2, Reply, MAX_USER_TEXT,
+    Params2, Reply,
 };
 use crate::assistants::Assistants;
 use crate::conversation::{Conversation, CoreError, DeliveryState, DeliveryUpdate};
@@ -233,28 +233,13 @@ async fn post_transcript(
     Param(id): Param,
     JsonBody(b): JsonBody<TranscriptTurn>,
 ) -> ApiResult {
-    let speaker = b
-        .speaker
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty());
+    // The same checks as a turn the app hears itself (crate::audio::check_turn).
+    let (speaker, _) =
+        crate::audio::check_turn(b.speaker.as_deref(), &b.text).map_err(|e| match e {
+            crate::audio::TurnError::Invalid(code, message) => ApiError::bad(code, message),
+            crate::audio::TurnError::Core(e) => e.into(),
+        })?;
     let is_final = b.is_final.unwrap_or(true);
-    if speaker
-        .as_ref()
-        .is_some_and(|s| s.chars().count() > MAX_SPEAKER)
-    {
-        return Err(ApiError::bad(
-            "invalid_field",
-            format!("`speaker` is at most {MAX_SPEAKER} characters"),
-        ));
-    }
-    let sent_len =
-        b.text.trim().chars().count() + speaker.as_ref().map_or(0, |s| s.chars().count() + 2);
-    if sent_len > MAX_USER_TEXT {
-        return Err(ApiError::bad(
-            "text_too_long",
-            format!("a transcript turn (with its speaker) is at most {MAX_USER_TEXT} characters"),
-        ));
-    }
     if !is_final {
         // Interim results are not stored or forwarded; only check that the call is live.
         let sessions = api.conversation.sessions().await?;

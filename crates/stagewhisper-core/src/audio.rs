@@ -1,0 +1,920 @@
+//! Hearing the call: the seam between the core and the audio pipeline.
+//!
+//! The pipeline itself (capture from the sound server, voice activity, turns, speech
+//! recognition engines, the backlog kept while an engine is down) lives in its own crate,
+//! `stagewhisper-audio`, behind [`Ears`]. The core holds only what the rest of the app sees of
+//! it:
+//! - [`Ears`]: what the control API asks of the pipeline (`api::audio` holds the routes);
+//! - the shapes those routes take and answer ([`AudioView`], [`AudioUpdate`], [`SourceView`],
+//!   …), checked here so every engine and every transport refuses bad input with the same
+//!   codes ([`AudioUpdate::check`]);
+//! - [`EarsContext`]: what the pipeline reaches of the core. A final turn goes through
+//!   [`EarsContext::submit_turn`], the very path of `POST /api/calls/{id}/transcript` (stored
+//!   first, then the active assistant kind is woken), so the conversation rules and the kinds
+//!   do not know whether a turn was typed, replayed or heard;
+//! - the names of the live-only events the pipeline publishes on the event hub
+//!   ([`crate::events::EventHub::publish_live`]): partial transcripts, levels, its status.
+
+use crate::api::common::MAX_USER_TEXT;
+use crate::assistants::{Assistants, BoxFuture};
+use crate::clock::SharedClock;
+use crate::conversation::{Conversation, CoreError};
+use crate::http::Shutdown;
+use crate::links::api::MAX_SPEAKER;
+use crate::model::TranscriptView;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// Live-only event: a turn in progress (`{session_id, turn_id, channel, speaker, text, final}`).
+/// The last one of a turn has `final: true` and the stored turn's text (or none, when nothing
+/// was recognised): a view then drops the partial, the `transcript_added` event brings the turn.
+pub const EVENT_PARTIAL: &str = "transcript_partial";
+/// Live-only event: the two channels' levels, at most about ten a second
+/// (`{mic, system}`: 0–1 peak of the last interval, `null` when the channel is off).
+pub const EVENT_LEVEL: &str = "audio_level";
+/// Live-only event: the pipeline's status changed (`{status}`, as in `GET /api/audio`).
+pub const EVENT_STATUS: &str = "audio_status";
+
+/// The default speaker of the microphone channel.
+pub const DEFAULT_YOU: &str = "You";
+/// The default speaker of the system-audio channel (the call's other side).
+pub const DEFAULT_THEM: &str = "Them";
+/// Longest model name an engine setting takes.
+pub const MAX_MODEL: usize = 200;
+/// Longest API key an engine setting takes.
+pub const MAX_API_KEY: usize = 4096;
+
+/// The two channels of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Channel {
+    /// The microphone: the user ("You").
+    Mic,
+    /// The system audio, the monitor of the output device: the call's other side ("Them").
+    System,
+}
+
+impl Channel {
+    pub const BOTH: [Channel; 2] = [Channel::Mic, Channel::System];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::Mic => "mic",
+            Channel::System => "system",
+        }
+    }
+}
+
+/// What a sound server source is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// An input device (a microphone, a headset).
+    Microphone,
+    /// The monitor of an output device: what plays there (the call's other side).
+    Monitor,
+}
+
+/// `GET /api/audio/sources`: one source of the sound server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SourceView {
+    /// The server's name of the source (what `mic` / `system` take).
+    pub name: String,
+    /// The name people read.
+    pub description: String,
+    pub kind: SourceKind,
+    /// The server's default source (`kind: microphone`) or the monitor of its default output
+    /// (`kind: monitor`): what `"default"` means for that channel.
+    pub is_default: bool,
+}
+
+/// Where a channel listens: a source by name, the server's default, or nowhere (`null`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Option<String>", into = "Option<String>")]
+pub enum SourceChoice {
+    Off,
+    Default,
+    Named(String),
+}
+
+impl From<Option<String>> for SourceChoice {
+    fn from(v: Option<String>) -> Self {
+        match v {
+            None => SourceChoice::Off,
+            Some(s) if s == "default" => SourceChoice::Default,
+            Some(s) => SourceChoice::Named(s),
+        }
+    }
+}
+
+impl From<SourceChoice> for Option<String> {
+    fn from(c: SourceChoice) -> Self {
+        match c {
+            SourceChoice::Off => None,
+            SourceChoice::Default => Some("default".into()),
+            SourceChoice::Named(s) => Some(s),
+        }
+    }
+}
+
+impl SourceChoice {
+    pub fn is_off(&self) -> bool {
+        matches!(self, SourceChoice::Off)
+    }
+}
+
+/// The speech recognition engine, as saved (the API key included: never answered, never
+/// logged; see [`EngineView`]).
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum EngineSettings {
+    /// PocketSphinx in process (no network at all).
+    #[default]
+    Builtin,
+    /// An OpenAI-compatible transcription server: `POST {base_url}/v1/audio/transcriptions`.
+    Openai {
+        base_url: String,
+        model: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        api_key: Option<String>,
+    },
+}
+
+impl std::fmt::Debug for EngineSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineSettings::Builtin => f.write_str("Builtin"),
+            EngineSettings::Openai {
+                base_url,
+                model,
+                api_key,
+            } => f
+                .debug_struct("Openai")
+                .field("base_url", base_url)
+                .field("model", model)
+                .field("api_key", &api_key.as_ref().map(|_| "<set>"))
+                .finish(),
+        }
+    }
+}
+
+impl EngineSettings {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EngineSettings::Builtin => "builtin",
+            EngineSettings::Openai { .. } => "openai",
+        }
+    }
+
+    /// Whether call audio leaves this machine with this engine (a server not on loopback).
+    pub fn leaves_machine(&self) -> bool {
+        match self {
+            EngineSettings::Builtin => false,
+            EngineSettings::Openai { base_url, .. } => !is_loopback_url(base_url),
+        }
+    }
+
+    pub fn view(&self) -> EngineView {
+        let leaves = self.leaves_machine();
+        match self {
+            EngineSettings::Builtin => EngineView {
+                kind: "builtin".into(),
+                base_url: None,
+                model: None,
+                api_key_set: None,
+                leaves_machine: false,
+                notice: "Speech is recognised on this computer (PocketSphinx); no audio leaves it."
+                    .into(),
+            },
+            EngineSettings::Openai {
+                base_url,
+                model,
+                api_key,
+            } => EngineView {
+                kind: "openai".into(),
+                base_url: Some(base_url.clone()),
+                model: Some(model.clone()),
+                api_key_set: Some(api_key.is_some()),
+                leaves_machine: leaves,
+                notice: if leaves {
+                    format!(
+                        "The call's audio leaves this computer: every turn you and the other \
+                         side speak is sent to {} to be transcribed.",
+                        host_of(base_url)
+                    )
+                } else {
+                    "Speech is sent to a transcription server on this computer; no audio \
+                     leaves it."
+                        .into()
+                },
+            },
+        }
+    }
+}
+
+/// The engine as answered: never the API key itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct EngineView {
+    /// `builtin` or `openai`.
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `openai`: whether an API key is saved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_set: Option<bool>,
+    /// The server is not on this computer: the call's audio is sent there.
+    pub leaves_machine: bool,
+    /// What happens to the call's audio, in plain words.
+    pub notice: String,
+}
+
+/// The saved settings of the pipeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AudioSettings {
+    pub mic: SourceChoice,
+    pub system: SourceChoice,
+    #[serde(default)]
+    pub engine: EngineSettings,
+    pub you_label: String,
+    pub them_label: String,
+}
+
+impl Default for AudioSettings {
+    fn default() -> Self {
+        AudioSettings {
+            mic: SourceChoice::Default,
+            system: SourceChoice::Default,
+            engine: EngineSettings::Builtin,
+            you_label: DEFAULT_YOU.into(),
+            them_label: DEFAULT_THEM.into(),
+        }
+    }
+}
+
+impl AudioSettings {
+    pub fn source(&self, channel: Channel) -> &SourceChoice {
+        match channel {
+            Channel::Mic => &self.mic,
+            Channel::System => &self.system,
+        }
+    }
+
+    /// The speaker of a channel's turns.
+    pub fn label(&self, channel: Channel) -> &str {
+        match channel {
+            Channel::Mic => &self.you_label,
+            Channel::System => &self.them_label,
+        }
+    }
+
+    /// The settings after `update` (already [checked](AudioUpdate::check)). An `openai` engine
+    /// without `api_key` keeps the saved key when it is for the same server; `null` or `""`
+    /// removes it.
+    pub fn apply(&self, update: &AudioUpdate) -> AudioSettings {
+        let mut next = self.clone();
+        if let Some(mic) = &update.mic {
+            next.mic = SourceChoice::from(mic.clone());
+        }
+        if let Some(system) = &update.system {
+            next.system = SourceChoice::from(system.clone());
+        }
+        if let Some(engine) = &update.engine {
+            next.engine = match engine {
+                EngineUpdate::Builtin => EngineSettings::Builtin,
+                EngineUpdate::Openai {
+                    base_url,
+                    model,
+                    api_key,
+                } => {
+                    let base_url = base_url.trim().trim_end_matches('/').to_string();
+                    let api_key = match api_key {
+                        Some(Some(k)) if !k.trim().is_empty() => Some(k.trim().to_string()),
+                        Some(_) => None,
+                        None => match &self.engine {
+                            EngineSettings::Openai {
+                                base_url: saved,
+                                api_key,
+                                ..
+                            } if *saved == base_url => api_key.clone(),
+                            _ => None,
+                        },
+                    };
+                    EngineSettings::Openai {
+                        base_url,
+                        model: model.trim().to_string(),
+                        api_key,
+                    }
+                }
+            };
+        }
+        if let Some(l) = &update.you_label {
+            next.you_label = l.trim().to_string();
+        }
+        if let Some(l) = &update.them_label {
+            next.them_label = l.trim().to_string();
+        }
+        next
+    }
+}
+
+/// `PUT /api/audio`. A field left out keeps its saved value.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct AudioUpdate {
+    /// The microphone ("You"): a source `name`, `"default"` (the server's default source), or
+    /// `null` (off).
+    #[serde(default, deserialize_with = "crate::api::common::double_option")]
+    #[schema(value_type = Option<String>)]
+    pub mic: Option<Option<String>>,
+    /// The call's audio ("Them"): a monitor source `name`, `"default"` (the monitor of the
+    /// server's default output), or `null` (off).
+    #[serde(default, deserialize_with = "crate::api::common::double_option")]
+    #[schema(value_type = Option<String>)]
+    pub system: Option<Option<String>>,
+    /// `{"kind": "builtin"}` or `{"kind": "openai", "base_url", "model", "api_key"?}`.
+    pub engine: Option<EngineUpdate>,
+    /// The speaker of the microphone's turns (1–100 characters).
+    pub you_label: Option<String>,
+    /// The speaker of the call audio's turns (1–100 characters).
+    pub them_label: Option<String>,
+}
+
+/// An engine as `PUT /api/audio` takes it.
+#[derive(Clone, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum EngineUpdate {
+    Builtin,
+    Openai {
+        /// `http://` or `https://` origin (a path prefix is allowed) of an OpenAI-compatible
+        /// server; the app posts to `{base_url}/v1/audio/transcriptions`.
+        base_url: String,
+        /// The model the server should use (`whisper-1`, `tiny.en`, …).
+        model: String,
+        /// Sent as `Authorization: Bearer`; absent keeps the saved key (same `base_url`),
+        /// `null` or `""` removes it. Never answered back.
+        #[serde(default, deserialize_with = "crate::api::common::double_option")]
+        #[schema(value_type = Option<String>)]
+        api_key: Option<Option<String>>,
+    },
+}
+
+impl std::fmt::Debug for EngineUpdate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineUpdate::Builtin => f.write_str("Builtin"),
+            EngineUpdate::Openai {
+                base_url, model, ..
+            } => f
+                .debug_struct("Openai")
+                .field("base_url", base_url)
+                .field("model", model)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+impl AudioUpdate {
+    /// Checks everything that does not need the sound server: labels, the engine's URL and
+    /// model. (Whether a named source exists is the pipeline's to check: `unknown_source`.)
+    pub fn check(&self) -> Result<(), AudioError> {
+        for (field, label) in [
+            ("you_label", &self.you_label),
+            ("them_label", &self.them_label),
+        ] {
+            if let Some(l) = label {
+                let n = l.trim().chars().count();
+                if n == 0 || n > MAX_SPEAKER || l.chars().any(char::is_control) {
+                    return Err(AudioError::bad(
+                        "invalid_label",
+                        format!("`{field}`: 1–{MAX_SPEAKER} characters, no control characters"),
+                    ));
+                }
+            }
+        }
+        for (field, source) in [("mic", &self.mic), ("system", &self.system)] {
+            if let Some(Some(name)) = source {
+                if name.trim().is_empty() || name.len() > 1024 || name.chars().any(char::is_control)
+                {
+                    return Err(AudioError::bad(
+                        "unknown_source",
+                        format!("`{field}`: no source has that name"),
+                    ));
+                }
+            }
+        }
+        if let Some(EngineUpdate::Openai {
+            base_url,
+            model,
+            api_key,
+        }) = &self.engine
+        {
+            check_base_url(base_url)?;
+            let m = model.trim();
+            if m.is_empty() || m.chars().count() > MAX_MODEL || m.chars().any(char::is_control) {
+                return Err(AudioError::bad(
+                    "invalid_model",
+                    format!("`engine.model`: 1–{MAX_MODEL} characters"),
+                ));
+            }
+            if let Some(Some(k)) = api_key {
+                if k.len() > MAX_API_KEY || k.chars().any(|c| c.is_control() || c == ' ') {
+                    return Err(AudioError::bad(
+                        "invalid_api_key",
+                        "`engine.api_key`: no spaces or control characters, at most 4,096",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `http://` or `https://`, a host, no query, fragment or credentials.
+pub fn check_base_url(raw: &str) -> Result<url::Url, AudioError> {
+    let bad = |why: &str| AudioError::bad("invalid_url", format!("`engine.base_url`: {why}"));
+    let u = url::Url::parse(raw.trim()).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(bad("http:// or https:// only"));
+    }
+    if u.host_str().is_none_or(str::is_empty) {
+        return Err(bad("no host"));
+    }
+    if u.query().is_some() || u.fragment().is_some() {
+        return Err(bad("no query or fragment"));
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err(bad("put the key in `api_key`, not in the URL"));
+    }
+    Ok(u)
+}
+
+/// Whether a URL names this computer (`localhost`, 127.0.0.0/8, `::1`).
+pub fn is_loopback_url(raw: &str) -> bool {
+    match url::Url::parse(raw).ok().as_ref().and_then(url::Url::host) {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+fn host_of(raw: &str) -> String {
+    url::Url::parse(raw)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_else(|| raw.to_string())
+}
+
+/// `GET /api/audio`: the settings and the status.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct AudioView {
+    /// A source name, `"default"`, or `null` (off).
+    #[schema(value_type = Option<String>)]
+    pub mic: SourceChoice,
+    #[schema(value_type = Option<String>)]
+    pub system: SourceChoice,
+    pub engine: EngineView,
+    pub you_label: String,
+    pub them_label: String,
+    pub status: AudioStatus,
+}
+
+impl AudioView {
+    pub fn new(settings: &AudioSettings, status: AudioStatus) -> AudioView {
+        AudioView {
+            mic: settings.mic.clone(),
+            system: settings.system.clone(),
+            engine: settings.engine.view(),
+            you_label: settings.you_label.clone(),
+            them_label: settings.them_label.clone(),
+            status,
+        }
+    }
+}
+
+/// The pipeline's state as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenState {
+    /// Not listening to any call.
+    Idle,
+    /// Listening, and every part that is on works.
+    Listening,
+    /// Listening was asked for, but a part is failing (`detail` says which, in plain words):
+    /// no sound server, a device gone, the engine down. Nothing said is lost meanwhile.
+    Error,
+}
+
+/// The status in `GET /api/audio` and the `audio_status` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AudioStatus {
+    pub state: ListenState,
+    /// In plain words, for the call bar.
+    pub detail: String,
+    /// The call being listened to.
+    pub call_id: Option<String>,
+    /// Each channel: its state (`off`, `listening`, `error`), the source in use, why it fails.
+    pub channels: Vec<ChannelStatus>,
+    pub engine: EngineStatus,
+    /// Turns heard but not transcribed yet (kept on disk while the engine is down).
+    pub backlog: BacklogStatus,
+}
+
+impl AudioStatus {
+    /// Not listening, nothing pending.
+    pub fn idle(engine: EngineStatus) -> AudioStatus {
+        AudioStatus {
+            state: ListenState::Idle,
+            detail: "Not listening.".into(),
+            call_id: None,
+            channels: Vec::new(),
+            engine,
+            backlog: BacklogStatus::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ChannelStatus {
+    pub channel: Channel,
+    /// `off`, `listening` or `error`.
+    pub state: String,
+    /// The speaker of its turns.
+    pub speaker: String,
+    /// The source in use (its server name), when one is open.
+    pub source: Option<String>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EngineStatus {
+    /// `builtin` or `openai`.
+    pub kind: String,
+    /// `ready`, `down` (its last attempt failed; turns wait in the backlog) or `unavailable`
+    /// (it cannot run here, e.g. PocketSphinx not installed).
+    pub state: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct BacklogStatus {
+    /// Turns waiting to be transcribed.
+    pub turns: u64,
+    /// Their speech, in seconds.
+    pub seconds: f64,
+    /// Speech dropped, oldest first, because the backlog was full (seconds, since the app
+    /// started).
+    pub dropped_seconds: f64,
+}
+
+/// `POST /api/audio/test`: record a few seconds of one channel and transcribe them.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct AudioTest {
+    /// `mic` (default) or `system`.
+    pub channel: Option<Channel>,
+    /// 1–10 (default 3).
+    pub seconds: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AudioTestResult {
+    pub channel: Channel,
+    /// The source recorded.
+    pub source: String,
+    pub seconds: f64,
+    /// The loudest sample, 0–1 (0: nothing reached the source).
+    pub peak: f32,
+    /// What the engine heard (empty: nothing recognised).
+    pub text: String,
+}
+
+/// A refusal of the pipeline: an HTTP status, a stable code and a sentence for people.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct AudioError {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl AudioError {
+    /// `400`.
+    pub fn bad(code: &'static str, message: impl Into<String>) -> AudioError {
+        AudioError {
+            status: 400,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// `503 audio_unavailable`: no sound server reachable (or this build cannot hear).
+    pub fn unavailable(message: impl Into<String>) -> AudioError {
+        AudioError {
+            status: 503,
+            code: "audio_unavailable",
+            message: message.into(),
+        }
+    }
+
+    /// `502 engine_failed`: the speech engine did not answer.
+    pub fn engine(message: impl Into<String>) -> AudioError {
+        AudioError {
+            status: 502,
+            code: "engine_failed",
+            message: message.into(),
+        }
+    }
+
+    /// `500` with a code (a settings file that cannot be written, …).
+    pub fn internal(code: &'static str, message: impl Into<String>) -> AudioError {
+        AudioError {
+            status: 500,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// What the control API asks of the audio pipeline. One implementation ships
+/// (`stagewhisper-audio`); an app built without it answers `503 audio_unavailable`.
+pub trait Ears: Send + Sync + 'static {
+    /// The sound server's sources, microphones and monitors. `503 audio_unavailable` with the
+    /// reason when no sound server is reachable.
+    fn sources(&self) -> BoxFuture<'_, Result<Vec<SourceView>, AudioError>>;
+
+    /// The settings and the current status.
+    fn view(&self) -> AudioView;
+
+    /// Saves new settings (already [checked](AudioUpdate::check)); while listening, a change of
+    /// source or engine takes effect without stopping the call.
+    fn update(&self, update: AudioUpdate) -> BoxFuture<'_, Result<AudioView, AudioError>>;
+
+    /// Listens to `call_id` (the route has checked it is a live call). One call listens at a
+    /// time: another call's listening stops. Remembered across restarts.
+    fn listen(&self, call_id: &str) -> BoxFuture<'_, Result<(), AudioError>>;
+
+    /// Stops listening to `call_id` (`None`: to whatever call). Turns already heard are still
+    /// transcribed and stored.
+    fn stop(&self, call_id: Option<&str>) -> BoxFuture<'_, ()>;
+
+    /// The call being listened to.
+    fn listening(&self) -> Option<String>;
+
+    /// Records `seconds` of one channel and transcribes them with the current engine (nothing
+    /// is stored).
+    fn test(&self, test: AudioTest) -> BoxFuture<'_, Result<AudioTestResult, AudioError>>;
+
+    /// Publishes the levels of both sources for the next `seconds` even while not listening
+    /// (Settings shows its meters while it is open).
+    fn meters(&self, seconds: u32) -> BoxFuture<'_, Result<(), AudioError>>;
+
+    /// Stops capture and lets the turns in flight finish (the app is shutting down).
+    fn shutdown(&self) -> BoxFuture<'_, ()>;
+}
+
+/// What the pipeline reaches of the core.
+#[derive(Clone)]
+pub struct EarsContext {
+    pub conversation: Conversation,
+    pub link: Assistants,
+    pub data_dir: PathBuf,
+    pub shutdown: Shutdown,
+    pub clock: SharedClock,
+}
+
+impl EarsContext {
+    /// A final turn of a live call, exactly as `POST /api/calls/{id}/transcript` takes it:
+    /// checked, stored, then the active assistant kind is woken to send it.
+    pub async fn submit_turn(
+        &self,
+        call_id: &str,
+        speaker: Option<&str>,
+        text: &str,
+    ) -> Result<TranscriptView, TurnError> {
+        let (speaker, text) = check_turn(speaker, text)?;
+        let t = self
+            .conversation
+            .transcript_turn(call_id, speaker.as_deref(), &text)
+            .await?;
+        self.link.wake();
+        Ok(t)
+    }
+
+    /// Publishes a live-only event (see [`EVENT_PARTIAL`], [`EVENT_LEVEL`], [`EVENT_STATUS`]).
+    pub fn publish_live(&self, event_type: &str, data: serde_json::Value) {
+        self.conversation.hub().publish_live(event_type, data);
+    }
+}
+
+/// Why a turn was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TurnError {
+    /// `400` with a code (`invalid_field`, `text_too_long`).
+    #[error("{1}")]
+    Invalid(&'static str, String),
+    #[error(transparent)]
+    Core(#[from] CoreError),
+}
+
+/// The checks of a transcript turn shared by the route and the pipeline: the speaker trimmed
+/// (blank: none) and at most [`MAX_SPEAKER`] characters; speaker and text together at most
+/// [`MAX_USER_TEXT`].
+pub fn check_turn(
+    speaker: Option<&str>,
+    text: &str,
+) -> Result<(Option<String>, String), TurnError> {
+    let speaker = speaker
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    if speaker
+        .as_ref()
+        .is_some_and(|s| s.chars().count() > MAX_SPEAKER)
+    {
+        return Err(TurnError::Invalid(
+            "invalid_field",
+            format!("`speaker` is at most {MAX_SPEAKER} characters"),
+        ));
+    }
+    let sent_len =
+        text.trim().chars().count() + speaker.as_ref().map_or(0, |s| s.chars().count() + 2);
+    if sent_len > MAX_USER_TEXT {
+        return Err(TurnError::Invalid(
+            "text_too_long",
+            format!("a transcript turn (with its speaker) is at most {MAX_USER_TEXT} characters"),
+        ));
+    }
+    Ok((speaker, text.to_string()))
+}
+
+/// Builds the pipeline once the core is up (the app's start-up calls it with the context).
+pub type EarsFactory = Box<dyn FnOnce(EarsContext) -> Arc<dyn Ears> + Send>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn update(v: serde_json::Value) -> Result<AudioUpdate, AudioError> {
+        let u: AudioUpdate = crate::api::common::from_value(v).map_err(|e| AudioError {
+            status: 400,
+            code: e.code,
+            message: e.message,
+        })?;
+        u.check()?;
+        Ok(u)
+    }
+
+    #[test]
+    fn source_choices_read_and_write_as_the_api_spells_them() {
+        let s = AudioSettings::default();
+        let u = update(json!({"mic": null, "system": "call.monitor"})).unwrap();
+        let next = s.apply(&u);
+        assert_eq!(next.mic, SourceChoice::Off);
+        assert_eq!(next.system, SourceChoice::Named("call.monitor".into()));
+        let v = serde_json::to_value(AudioView::new(
+            &next,
+            AudioStatus::idle(EngineStatus {
+                kind: "builtin".into(),
+                state: "ready".into(),
+                detail: String::new(),
+            }),
+        ))
+        .unwrap();
+        assert_eq!(v["mic"], json!(null));
+        assert_eq!(v["system"], "call.monitor");
+        assert_eq!(v["engine"]["kind"], "builtin");
+        // Absent fields keep what is saved.
+        let again = next.apply(&update(json!({"you_label": " Me "})).unwrap());
+        assert_eq!(again.mic, SourceChoice::Off);
+        assert_eq!(again.you_label, "Me");
+        let saved: AudioSettings =
+            serde_json::from_str(&serde_json::to_string(&again).unwrap()).unwrap();
+        assert_eq!(saved, again);
+    }
+
+    #[test]
+    fn bad_updates_get_stable_codes() {
+        for (body, code) in [
+            (json!({"engine": {"kind": "vosk"}}), "invalid_field"),
+            (
+                json!({"engine": {"kind": "openai", "model": "m"}}),
+                "missing_field",
+            ),
+            (
+                json!({"engine": {"kind": "openai", "base_url": "ftp://x", "model": "m"}}),
+                "invalid_url",
+            ),
+            (
+                json!({"engine": {"kind": "openai", "base_url": "not a url", "model": "m"}}),
+                "invalid_url",
+            ),
+            (
+                json!({"engine": {"kind": "openai", "base_url": "http://u:p@h", "model": "m"}}),
+                "invalid_url",
+            ),
+            (
+                json!({"engine": {"kind": "openai", "base_url": "http://h", "model": " "}}),
+                "invalid_model",
+            ),
+            (json!({"you_label": ""}), "invalid_label"),
+            (json!({"them_label": "x".repeat(101)}), "invalid_label"),
+            (json!({"mic": " "}), "unknown_source"),
+            (json!({"mic": 5}), "invalid_field"),
+        ] {
+            assert_eq!(update(body.clone()).unwrap_err().code, code, "{body}");
+        }
+    }
+
+    #[test]
+    fn the_api_key_is_kept_for_the_same_server_and_never_shown() {
+        let s = AudioSettings::default().apply(
+            &update(
+                json!({"engine": {"kind": "openai", "base_url": "https://asr.example/",
+                "model": "whisper-1", "api_key": "sk-secret"}}),
+            )
+            .unwrap(),
+        );
+        let EngineSettings::Openai {
+            base_url, api_key, ..
+        } = &s.engine
+        else {
+            panic!("{s:?}")
+        };
+        assert_eq!(
+            (base_url.as_str(), api_key.as_deref()),
+            ("https://asr.example", Some("sk-secret"))
+        );
+        assert!(!format!("{s:?}").contains("sk-secret"));
+        let view = serde_json::to_string(&s.engine.view()).unwrap();
+        assert!(!view.contains("sk-secret"), "{view}");
+        assert!(s.engine.leaves_machine());
+        assert!(s.engine.view().notice.contains("asr.example"));
+        // Same server, no key given: kept. Another server: not carried over. `null`: removed.
+        let same = s.apply(
+            &update(json!({"engine": {"kind": "openai",
+            "base_url": "https://asr.example", "model": "whisper-1"}}))
+            .unwrap(),
+        );
+        assert!(matches!(
+            &same.engine,
+            EngineSettings::Openai {
+                api_key: Some(_),
+                ..
+            }
+        ));
+        let other = s.apply(
+            &update(json!({"engine": {"kind": "openai",
+            "base_url": "http://127.0.0.1:9000", "model": "tiny.en"}}))
+            .unwrap(),
+        );
+        assert!(matches!(
+            &other.engine,
+            EngineSettings::Openai { api_key: None, .. }
+        ));
+        assert!(!other.engine.leaves_machine());
+        let removed = s.apply(
+            &update(json!({"engine": {"kind": "openai",
+            "base_url": "https://asr.example", "model": "whisper-1", "api_key": null}}))
+            .unwrap(),
+        );
+        assert!(matches!(
+            &removed.engine,
+            EngineSettings::Openai { api_key: None, .. }
+        ));
+    }
+
+    #[test]
+    fn loopback_urls_stay_on_this_machine() {
+        for u in [
+            "http://127.0.0.1:8000",
+            "http://localhost:9/x",
+            "http://[::1]:1",
+            "http://127.3.2.1",
+        ] {
+            assert!(is_loopback_url(u), "{u}");
+        }
+        for u in [
+            "http://10.0.0.2",
+            "https://api.openai.com",
+            "http://localhost.example.com",
+        ] {
+            assert!(!is_loopback_url(u), "{u}");
+        }
+    }
+
+    #[test]
+    fn turns_are_checked_like_the_transcript_route() {
+        assert_eq!(check_turn(Some("  "), "hi").unwrap(), (None, "hi".into()));
+        assert!(matches!(
+            check_turn(Some(&"x".repeat(101)), "hi"),
+            Err(TurnError::Invalid("invalid_field", _))
+        ));
+        assert!(matches!(
+            check_turn(Some("You"), &"x".repeat(MAX_USER_TEXT)),
+            Err(TurnError::Invalid("text_too_long", _))
+        ));
+    }
+}
