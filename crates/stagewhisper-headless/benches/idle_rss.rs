@@ -1,7 +1,9 @@
 //! Idle memory of the headless build, side by side with `stagewhisper --headless`.
 //!
-//! `cargo bench -p stagewhisper-headless --bench idle_rss [-- --idle-secs N] [--desktop PATH]`
-//! starts the release `stagewhisper-headless` binary (built by cargo for this bench) on a fresh
+//! `cargo bench -p stagewhisper-headless --bench idle_rss [-- --idle-secs N] [--desktop PATH]
+//! [--bin PATH]`
+//! starts the release `stagewhisper-headless` binary (built by cargo for this bench, or the one
+//! given with `--bin`, e.g. an older build to compare) on a fresh
 //! temp data dir, waits for its ready line, lets it idle, then posts one callback (to a chat made
 //! through the control API), loads the UI page with the files it references and the chat's
 //! messages, lets it idle again, and reads `VmRSS` / `RssAnon` / `RssFile` from
@@ -26,7 +28,9 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 fn main() {
     let idle =
         Duration::from_secs(arg("--idle-secs").map_or(4, |v| v.parse().expect("--idle-secs N")));
-    let headless = PathBuf::from(env!("CARGO_BIN_EXE_stagewhisper-headless"));
+    let headless = arg("--bin")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_stagewhisper-headless")));
     let desktop = arg("--desktop").map(PathBuf::from).unwrap_or_else(|| {
         headless.with_file_name(format!("stagewhisper{}", std::env::consts::EXE_SUFFIX))
     });
