@@ -1,7 +1,8 @@
 //! What is kept of past calls, read back: full-text search over every call's chat, insights and
 //! transcript ([`search`]), a conversation one page at a time ([`messages_page`]), and a call
 //! exported as Markdown or JSON ([`export`]). Reads only, straight from the store (the index is
-//! written by the store's triggers inside the writer's transactions, migration 0006).
+//! fed in batches by the store's writer, migrations 0006 and 0009; the rows it has not reached
+//! yet are searched directly, `store::search`).
 //!
 //! User input never reaches FTS5's query syntax: [`fts_query`] splits it into words and quotes
 //! each one, so a query can only be refused for having no words or being too long, never with

@@ -5,17 +5,29 @@
 //!   conversation can decide) and the row mappings;
 //! - [`load`]: what the conversation loads on its own read connection (start-up state, a
 //!   session's rows for its index);
-//! - [`writer`]: the commit path — the writer thread, group commit, multi-row inserts — on the
-//!   connection's own handle (`raw.rs`, the only `unsafe` code), without sqlx's per-statement
-//!   hand-off to its worker thread.
+//! - [`writer`]: the commit path — the writer thread, group commit, multi-row inserts, the
+//!   search index fed in batches — on the connection's own handle (`raw.rs`, the only `unsafe`
+//!   code), without sqlx's per-statement hand-off to its worker thread;
+//! - [`search`]: search (the index and the rows it does not have yet), pages, the export's
+//!   read-only open.
 //!
 //! Durability ([`Durability`]): WAL, and every answer waits for its commit. With
 //! `synchronous = NORMAL` (the default, [`Durability::Crash`]) a commit is in the operating
 //! system before the 2xx, so an accepted callback survives `kill -9` and any crash of the app;
 //! a background task fsyncs the WAL every second, so a power loss can take at most the last
 //! second. [`Durability::PowerLoss`] (`synchronous = FULL`) fsyncs inside every commit instead.
-//! The writer has `wal_autocheckpoint = 0`; checkpoints (PASSIVE) run on their own connection
-//! when the writer is idle, so their fsyncs never sit inside a request.
+//!
+//! The WAL's size ([`Checkpoints`]): the writer has `wal_autocheckpoint = 0`, so no commit ever
+//! runs a checkpoint. A checkpointer task on its own connection copies the WAL into the
+//! database (PASSIVE: beside the writer and the readers, never blocking them; its fsyncs are
+//! its own) once the writer is idle, and during a long burst each time the WAL has grown by
+//! [`CHECKPOINT_EVERY_FRAMES`]. Once a checkpoint has copied everything and nothing was
+//! committed since, the idle writer starts the WAL over and truncates its file to zero bytes
+//! (a TRUNCATE checkpoint with nothing left to copy: no fsync, no waiting). Otherwise the next
+//! commit after a complete checkpoint starts the WAL over and cuts its file back to
+//! `journal_size_limit`. Only a burst that never lets the writer be idle can keep every
+//! checkpoint from completing; at [`WAL_LIMIT_FRAMES`] the writer copies the last frames
+//! itself, between two commits, so the WAL starts over (see `writer.rs`).
 
 use crate::model::{MessageKind, MessageRow};
 use sqlx::sqlite::{
@@ -24,15 +36,16 @@ use sqlx::sqlite::{
 };
 use sqlx::{ConnectOptions, Row, SqlitePool};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 
 pub mod load;
 mod raw;
 pub mod search;
 pub mod writer;
-pub use raw::{Param, RawConn, RawError};
+pub use raw::{CheckpointMode, Checkpointed, Param, RawConn, RawError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -82,25 +95,59 @@ const WAL_SYNC_INTERVAL: Duration = Duration::from_secs(1);
 pub struct Store {
     read: SqlitePool,
     path: PathBuf,
-    checkpoint: std::sync::Arc<Checkpoints>,
+    checkpoint: Arc<Checkpoints>,
 }
 
-/// When to checkpoint: once the writer goes idle (no commit for [`IDLE_BEFORE_CHECKPOINT`]), or
-/// after [`MAX_COMMITS_BEFORE_CHECKPOINT`] commits under sustained load, so the WAL stays
-/// bounded and checkpoint fsyncs stay out of busy periods.
-#[derive(Debug, Default)]
+/// What the writer thread and the checkpointer share: how big the WAL is, whether anything
+/// was committed, and the writer's mailbox for the work done when it is idle.
+#[derive(Default)]
 struct Checkpoints {
-    notify: Notify,
-    commits: AtomicU64,
-    /// Commits ever, for the WAL sync (never reset).
+    /// Rung by the writer when it has nothing queued.
+    idle: Notify,
+    /// Rung by the writer when the WAL grew past [`CHECKPOINT_EVERY_FRAMES`] (see `asked`).
+    ask: Notify,
+    /// Frames in the WAL after the writer's last commit (its WAL hook; 0 once it starts over).
+    wal_frames: Arc<AtomicU64>,
+    /// The checkpointer was asked because of the WAL's size (and has not run since).
+    asked: AtomicBool,
+    /// Commits ever (never reset): the WAL sync and the idle check compare it.
     total: AtomicU64,
+    /// The writer thread's maintenance mailbox, once it runs.
+    writer: OnceLock<Box<dyn Fn(Maintenance) -> bool + Send + Sync>>,
+}
+
+/// Work the checkpointer hands the idle writer thread (it owns the writing connection).
+#[derive(Debug)]
+pub enum Maintenance {
+    /// Add every row the search index does not have yet; answered when done.
+    Index(oneshot::Sender<()>),
+    /// A checkpoint copied the whole WAL when `commits` commits had been made: start the WAL
+    /// over and truncate its file, unless something was committed since (answers whether it
+    /// did).
+    TruncateWal {
+        commits: u64,
+        done: oneshot::Sender<bool>,
+    },
 }
 
 /// Page cache of each pooled read connection (`cache_size`, negative: KiB).
 const READ_CACHE_KIB: &str = "-512";
 
+/// How long the writer must be idle before a checkpoint.
 const IDLE_BEFORE_CHECKPOINT: Duration = Duration::from_millis(250);
-const MAX_COMMITS_BEFORE_CHECKPOINT: u64 = 2_000;
+/// After an idle round that could not finish (a reader kept the WAL, the disk was full), the
+/// next try.
+const CHECKPOINT_RETRY: Duration = Duration::from_secs(1);
+/// During a burst, the checkpointer copies the WAL each time it has grown by this many frames
+/// (4 MiB of 4 KiB pages), beside the writer.
+pub const CHECKPOINT_EVERY_FRAMES: u64 = 1024;
+/// The most frames the WAL holds before the writer itself completes a checkpoint between two
+/// commits, so the WAL starts over (about 14 MiB: with one commit's frames, under 16 MiB).
+pub const WAL_LIMIT_FRAMES: u64 = 3584;
+/// Once the WAL starts over, its file is cut back to this size (bytes) at the next commit.
+const JOURNAL_SIZE_LIMIT: &str = "4194304";
+/// How long a connection waits for a lock held by another (ms).
+pub const BUSY_TIMEOUT_MS: i32 = 5_000;
 
 const MESSAGE_COLUMNS: &str = "id, session_id, kind, text, message_id, task_id, user_message_id, \
      scope, error_code, occurred_at, received_at, sort_key, draft, hidden, content_key, draft_key, \
@@ -111,7 +158,7 @@ fn base_options(path: &Path) -> SqliteConnectOptions {
         .filename(path)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Full)
-        .busy_timeout(Duration::from_secs(5))
+        .busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS as u64))
         .foreign_keys(false)
         .log_statements(tracing::log::LevelFilter::Trace)
 }
@@ -127,6 +174,7 @@ impl Store {
             .synchronous(durability.synchronous())
             .create_if_missing(true)
             .pragma("wal_autocheckpoint", "0")
+            .pragma("journal_size_limit", JOURNAL_SIZE_LIMIT)
             .pragma("temp_store", "memory")
             .pragma("cache_size", "-32768")
             .connect()
@@ -140,13 +188,16 @@ impl Store {
             .connect_with(
                 base_options(path)
                     .read_only(true)
-                    .pragma("cache_size", READ_CACHE_KIB),
+                    .pragma("cache_size", READ_CACHE_KIB)
+                    // A search builds a small in-memory index of the rows the search index does
+                    // not have yet (store/search.rs).
+                    .pragma("temp_store", "memory"),
             )
             .await?;
         let store = Store {
             read,
             path: path.to_path_buf(),
-            checkpoint: std::sync::Arc::new(Checkpoints::default()),
+            checkpoint: Arc::new(Checkpoints::default()),
         };
         store.spawn_checkpointer().await?;
         if durability == Durability::Crash {
@@ -186,17 +237,43 @@ impl Store {
     /// A commit that wrote something happened.
     pub fn committed(&self) {
         self.checkpoint.total.fetch_add(1, Ordering::Relaxed);
-        let n = self.checkpoint.commits.fetch_add(1, Ordering::Relaxed) + 1;
-        if n >= MAX_COMMITS_BEFORE_CHECKPOINT {
-            self.checkpoint.notify.notify_one();
+    }
+
+    /// Commits ever made (the writer's and the side writers').
+    pub fn commits(&self) -> u64 {
+        self.checkpoint.total.load(Ordering::Relaxed)
+    }
+
+    /// The counter the writer's WAL hook keeps at the WAL's frame count.
+    pub fn wal_frame_counter(&self) -> Arc<AtomicU64> {
+        self.checkpoint.wal_frames.clone()
+    }
+
+    /// Frames in the WAL after the writer's last commit.
+    pub fn wal_frames(&self) -> u64 {
+        self.checkpoint.wal_frames.load(Ordering::Relaxed)
+    }
+
+    /// After a writer commit: asks the checkpointer to copy the WAL once it has grown by
+    /// [`CHECKPOINT_EVERY_FRAMES`], or at once with `now` (once until the checkpointer ran).
+    pub fn wal_grew(&self, now: bool) {
+        let cp = &self.checkpoint;
+        if (now || cp.wal_frames.load(Ordering::Relaxed) >= CHECKPOINT_EVERY_FRAMES)
+            && !cp.asked.swap(true, Ordering::Relaxed)
+        {
+            cp.ask.notify_one();
         }
     }
 
     /// The writer has nothing queued.
     pub fn idle(&self) {
-        if self.checkpoint.commits.load(Ordering::Relaxed) > 0 {
-            self.checkpoint.notify.notify_one();
-        }
+        self.checkpoint.idle.notify_one();
+    }
+
+    /// Where the checkpointer hands the idle writer its maintenance (the writer thread sets it
+    /// once; `send` answers `false` when the writer cannot take it now).
+    pub fn attach_writer(&self, send: impl Fn(Maintenance) -> bool + Send + Sync + 'static) {
+        let _ = self.checkpoint.writer.set(Box::new(send));
     }
 
     /// Crash mode: fsync the WAL file every second when something was committed, off the
@@ -235,26 +312,43 @@ impl Store {
         let mut conn = base_options(&self.path).connect().await?;
         let cp = self.checkpoint.clone();
         tokio::spawn(async move {
+            // Commits made when the last idle round was through: an idle writer with nothing
+            // new (a read went through it) needs no round.
+            let mut handled = u64::MAX;
+            let total = || cp.total.load(Ordering::Relaxed);
             loop {
-                cp.notify.notified().await;
-                let before = cp.commits.load(Ordering::Relaxed);
-                if before < MAX_COMMITS_BEFORE_CHECKPOINT {
-                    tokio::time::sleep(IDLE_BEFORE_CHECKPOINT).await;
-                    if cp.commits.load(Ordering::Relaxed) != before {
-                        continue; // still busy: the next idle moment will do it
-                    }
+                tokio::select! {
+                    _ = cp.idle.notified() => {}
+                    _ = cp.ask.notified() => {}
                 }
-                cp.commits.store(0, Ordering::Relaxed);
-                match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                    .fetch_one(&mut conn)
-                    .await
-                {
-                    Ok(r) => tracing::debug!(
-                        wal_frames = r.get::<i64, _>(1),
-                        checkpointed = r.get::<i64, _>(2),
-                        "WAL checkpoint"
-                    ),
-                    Err(e) => tracing::warn!(error = %e, "WAL checkpoint failed"),
+                loop {
+                    if cp.asked.swap(false, Ordering::Relaxed) {
+                        // A burst: copy what the WAL has beside the writer, without waiting
+                        // for it to be idle.
+                        let _ = passive_checkpoint(&mut conn).await;
+                    }
+                    let before = total();
+                    if before == handled {
+                        break;
+                    }
+                    // Idle for a while? (A burst's request meanwhile is served at once.)
+                    tokio::select! {
+                        _ = tokio::time::sleep(IDLE_BEFORE_CHECKPOINT) => {}
+                        _ = cp.ask.notified() => continue,
+                    }
+                    if total() != before {
+                        continue;
+                    }
+                    if idle_round(&cp, &mut conn).await {
+                        handled = total();
+                        break;
+                    }
+                    // A reader kept the WAL, or the disk is full: again in a while, even if
+                    // nothing else happens.
+                    tokio::select! {
+                        _ = tokio::time::sleep(CHECKPOINT_RETRY) => {}
+                        _ = cp.ask.notified() => {}
+                    }
                 }
             }
         });
@@ -388,6 +482,43 @@ impl Store {
                 }
             })
             .collect())
+    }
+}
+
+/// The idle writer's round: the search index takes the rows it does not have yet, then the
+/// WAL is copied into the database and, if that was all of it and nothing came in meanwhile,
+/// started over with its file truncated. `true` when all of that was done.
+async fn idle_round(cp: &Checkpoints, conn: &mut SqliteConnection) -> bool {
+    let Some(send) = cp.writer.get() else {
+        return passive_checkpoint(conn).await;
+    };
+    let (done, indexed) = oneshot::channel();
+    if !send(Maintenance::Index(done)) || indexed.await.is_err() {
+        return false;
+    }
+    let commits = cp.total.load(Ordering::Relaxed);
+    if !passive_checkpoint(conn).await || cp.total.load(Ordering::Relaxed) != commits {
+        return false;
+    }
+    let (done, truncated) = oneshot::channel();
+    send(Maintenance::TruncateWal { commits, done }) && truncated.await.unwrap_or(false)
+}
+
+/// A PASSIVE checkpoint on the checkpointer's connection; `true` when it copied the whole WAL.
+async fn passive_checkpoint(conn: &mut SqliteConnection) -> bool {
+    match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+        .fetch_one(&mut *conn)
+        .await
+    {
+        Ok(r) => {
+            let (frames, copied) = (r.get::<i64, _>(1), r.get::<i64, _>(2));
+            tracing::debug!(wal_frames = frames, copied, "WAL checkpoint");
+            frames >= 0 && copied >= frames
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "WAL checkpoint failed");
+            false
+        }
     }
 }
 

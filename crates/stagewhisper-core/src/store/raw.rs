@@ -16,8 +16,10 @@
 
 use libsqlite3_sys as ffi;
 use std::collections::HashMap;
-use std::ffi::{c_int, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// A failed SQLite call: its (extended) result code and message.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -70,6 +72,48 @@ pub struct RawConn {
     db: NonNull<ffi::sqlite3>,
     /// By SQL text; the multi-row inserts are kilobytes long, hence a fast hasher.
     statements: HashMap<String, NonNull<ffi::sqlite3_stmt>, foldhash::fast::RandomState>,
+    /// The counter [`RawConn::count_wal_frames`] registered with SQLite (kept alive here, and
+    /// unregistered on drop).
+    wal_frames: Option<Arc<AtomicU64>>,
+}
+
+/// A WAL checkpoint's mode (`sqlite3_wal_checkpoint_v2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointMode {
+    /// Copies what no reader still needs, beside readers and the writer.
+    Passive,
+    /// Also starts the WAL over and truncates its file to zero bytes: needs every reader to be
+    /// done with the WAL.
+    Truncate,
+}
+
+/// What a checkpoint reached: frames in the WAL and frames copied into the database (both
+/// zero after a truncation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checkpointed {
+    pub wal_frames: i64,
+    pub copied: i64,
+}
+
+impl Checkpointed {
+    /// Every frame of the WAL is in the database: the next write starts the WAL over.
+    pub fn complete(&self) -> bool {
+        self.copied >= self.wal_frames
+    }
+}
+
+/// SQLite's WAL hook: the number of frames in the WAL after each commit.
+unsafe extern "C" fn wal_hook(
+    arg: *mut c_void,
+    _db: *mut ffi::sqlite3,
+    _name: *const c_char,
+    frames: c_int,
+) -> c_int {
+    // SAFETY: `arg` is the `AtomicU64` inside the Arc the RawConn keeps alive while the hook
+    // is registered (see `count_wal_frames` and `Drop`).
+    let counter = unsafe { &*(arg as *const AtomicU64) };
+    counter.store(frames.max(0) as u64, Ordering::Relaxed);
+    ffi::SQLITE_OK
 }
 
 impl RawConn {
@@ -80,6 +124,7 @@ impl RawConn {
         RawConn {
             db,
             statements: HashMap::default(),
+            wal_frames: None,
         }
     }
 
@@ -130,6 +175,39 @@ impl RawConn {
         Ok(stmt)
     }
 
+    /// Binds `params` in order.
+    ///
+    /// # Safety
+    /// `stmt` was prepared on this handle and is live; text is bound as SQLITE_STATIC, so the
+    /// caller clears the bindings before the borrowed strings go.
+    unsafe fn bind(
+        &self,
+        stmt: *mut ffi::sqlite3_stmt,
+        params: &[Param<'_>],
+    ) -> Result<(), RawError> {
+        for (i, p) in params.iter().enumerate() {
+            let n = i as c_int + 1;
+            // SAFETY: per the function's contract.
+            let rc = unsafe {
+                match *p {
+                    Param::Null => ffi::sqlite3_bind_null(stmt, n),
+                    Param::Int(v) => ffi::sqlite3_bind_int64(stmt, n, v),
+                    Param::Text(s) => ffi::sqlite3_bind_text(
+                        stmt,
+                        n,
+                        s.as_ptr().cast(),
+                        s.len() as c_int,
+                        ffi::SQLITE_STATIC(),
+                    ),
+                }
+            };
+            if rc != ffi::SQLITE_OK {
+                return Err(self.error(rc));
+            }
+        }
+        Ok(())
+    }
+
     /// Runs one statement (no result rows expected) with `params` bound in order. The statement
     /// is prepared on first use and kept.
     pub fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<(), RawError> {
@@ -139,23 +217,7 @@ impl RawConn {
         // cleared before this function returns, while `params` (and what it borrows) is alive.
         unsafe {
             let result = (|| {
-                for (i, p) in params.iter().enumerate() {
-                    let n = i as c_int + 1;
-                    let rc = match *p {
-                        Param::Null => ffi::sqlite3_bind_null(stmt, n),
-                        Param::Int(v) => ffi::sqlite3_bind_int64(stmt, n, v),
-                        Param::Text(s) => ffi::sqlite3_bind_text(
-                            stmt,
-                            n,
-                            s.as_ptr().cast(),
-                            s.len() as c_int,
-                            ffi::SQLITE_STATIC(),
-                        ),
-                    };
-                    if rc != ffi::SQLITE_OK {
-                        return Err(self.error(rc));
-                    }
-                }
+                self.bind(stmt, params)?;
                 loop {
                     match ffi::sqlite3_step(stmt) {
                         ffi::SQLITE_DONE => break,
@@ -168,6 +230,77 @@ impl RawConn {
             ffi::sqlite3_reset(stmt);
             ffi::sqlite3_clear_bindings(stmt);
             result
+        }
+    }
+
+    /// Runs one statement and returns the first column of its first row (`None`: no row, or
+    /// NULL).
+    pub fn query_i64(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Option<i64>, RawError> {
+        let stmt = self.statement(sql)?.as_ptr();
+        // SAFETY: as in `execute` (text bound as SQLITE_STATIC, cleared before returning); the
+        // column is read while the statement is on its row.
+        unsafe {
+            let result = (|| {
+                self.bind(stmt, params)?;
+                match ffi::sqlite3_step(stmt) {
+                    ffi::SQLITE_ROW => Ok((ffi::sqlite3_column_type(stmt, 0) != ffi::SQLITE_NULL)
+                        .then(|| ffi::sqlite3_column_int64(stmt, 0))),
+                    ffi::SQLITE_DONE => Ok(None),
+                    rc => Err(self.error(rc)),
+                }
+            })();
+            ffi::sqlite3_reset(stmt);
+            ffi::sqlite3_clear_bindings(stmt);
+            result
+        }
+    }
+
+    /// Keeps `counter` at the number of frames in the WAL after each commit of this
+    /// connection (SQLite's WAL hook; the connection must not checkpoint by itself, which
+    /// `wal_autocheckpoint = 0` already ensures).
+    pub fn count_wal_frames(&mut self, counter: Arc<AtomicU64>) {
+        let arg = Arc::as_ptr(&counter) as *mut c_void;
+        // SAFETY: valid handle; `arg` stays valid while registered, since `self` keeps the Arc
+        // until `Drop` unregisters the hook.
+        unsafe {
+            ffi::sqlite3_wal_hook(self.db.as_ptr(), Some(wal_hook), arg);
+        }
+        self.wal_frames = Some(counter);
+    }
+
+    /// A checkpoint of the WAL on this connection that never waits: busy (a reader of the WAL
+    /// where [`CheckpointMode::Truncate`] needs none, or another checkpoint running) is
+    /// `Ok(None)`. `busy_timeout_ms` is what the connection waits otherwise (restored after).
+    pub fn checkpoint(
+        &mut self,
+        mode: CheckpointMode,
+        busy_timeout_ms: i32,
+    ) -> Result<Option<Checkpointed>, RawError> {
+        let (mut log, mut copied) = (0, 0);
+        let mode = match mode {
+            CheckpointMode::Passive => ffi::SQLITE_CHECKPOINT_PASSIVE,
+            CheckpointMode::Truncate => ffi::SQLITE_CHECKPOINT_TRUNCATE,
+        };
+        // SAFETY: valid handle, used by this thread only; the out-pointers are live locals.
+        let rc = unsafe {
+            ffi::sqlite3_busy_timeout(self.db.as_ptr(), 0);
+            let rc = ffi::sqlite3_wal_checkpoint_v2(
+                self.db.as_ptr(),
+                c"main".as_ptr(),
+                mode,
+                &mut log,
+                &mut copied,
+            );
+            ffi::sqlite3_busy_timeout(self.db.as_ptr(), busy_timeout_ms);
+            rc
+        };
+        match rc {
+            ffi::SQLITE_OK => Ok(Some(Checkpointed {
+                wal_frames: log.into(),
+                copied: copied.into(),
+            })),
+            ffi::SQLITE_BUSY | ffi::SQLITE_LOCKED => Ok(None),
+            rc => Err(self.error(rc)),
         }
     }
 
@@ -189,6 +322,12 @@ impl RawConn {
 
 impl Drop for RawConn {
     fn drop(&mut self) {
+        if self.wal_frames.take().is_some() {
+            // SAFETY: valid handle; unregisters the hook before its counter goes.
+            unsafe {
+                ffi::sqlite3_wal_hook(self.db.as_ptr(), None, std::ptr::null_mut());
+            }
+        }
         for (_, s) in self.statements.drain() {
             // SAFETY: each statement was prepared on this handle and is finalized exactly once,
             // before the handle is released (sqlx's close fails on unfinalized statements).

@@ -1,6 +1,13 @@
 //! The reads behind search, paging and export: the full-text index (`messages_fts`, migration
-//! 0006, kept by triggers in the writer's transactions), one page of a session's messages, and
-//! a read-only open of the database for the export command (no migrations, no writer).
+//! 0006) and the rows it does not have yet (migration 0009), one page of a session's messages,
+//! and a read-only open of the database for the export command (no migrations, no writer).
+//!
+//! The writer adds rows to the index in batches (`writer.rs`, `index_batch`); every row people
+//! read with an id up to `search_indexed.upto` is in it. A search reads, in one read
+//! transaction, the rows above `upto` through a small index of its own (an FTS5 table in the
+//! connection's memory, with the same tokenizer, filled from those rows and emptied again), then
+//! the main index: so a message is found as soon as its commit is acknowledged, whether the
+//! batch has reached it or not. The rows above `upto` are the newest, so they come first.
 
 use super::{message_from_row, Store, StoreError, MESSAGE_COLUMNS, READ_CACHE_KIB};
 use crate::model::MessageRow;
@@ -40,7 +47,8 @@ impl Store {
             .connect_with(
                 super::base_options(path)
                     .read_only(true)
-                    .pragma("cache_size", READ_CACHE_KIB),
+                    .pragma("cache_size", READ_CACHE_KIB)
+                    .pragma("temp_store", "memory"),
             )
             .await?;
         Ok(Store {
@@ -56,25 +64,60 @@ impl Store {
     pub async fn search(&self, fts_query: &str, limit: i64) -> Result<Vec<SearchRow>, StoreError> {
         let open = HIT_OPEN.to_string();
         let close = HIT_CLOSE.to_string();
-        let rows = sqlx::query(
-            "SELECT m.id, m.session_id, m.kind, m.received_at, m.occurred_at, m.sort_key, \
-                    s.title, s.is_call, s.created_at, \
-                    snippet(messages_fts, 0, ?, ?, '…', 16) \
-             FROM messages_fts f \
-             JOIN messages m ON m.id = f.rowid \
-             JOIN sessions s ON s.session_id = \
-                 CASE WHEN m.session_id LIKE 'insights:%' THEN substr(m.session_id, 10) \
-                      ELSE m.session_id END \
-             WHERE messages_fts MATCH ? AND s.deleted_at IS NULL AND s.kind = 'chat' \
-               AND NOT (m.session_id LIKE 'insights:%' AND m.kind = 'user') \
-             ORDER BY f.rowid DESC LIMIT ?",
-        )
-        .bind(open)
-        .bind(close)
-        .bind(fts_query)
-        .bind(limit)
-        .fetch_all(&self.read)
+        // One snapshot for `upto`, the rows above it and the index.
+        let mut tx = self.read.begin().await?;
+        let upto: i64 = sqlx::query_scalar("SELECT upto FROM search_indexed")
+            .fetch_one(&mut *tx)
+            .await?;
+        let tail: bool = sqlx::query_scalar(&format!(
+            "SELECT EXISTS (SELECT 1 FROM messages WHERE id > ? AND {INDEXED_ROWS})"
+        ))
+        .bind(upto)
+        .fetch_one(&mut *tx)
         .await?;
+        let mut rows = Vec::new();
+        if tail {
+            sqlx::query(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_tail USING fts5(text, \
+                 tokenize = 'unicode61 remove_diacritics 2')",
+            )
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("DELETE FROM temp.search_tail")
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(&format!(
+                "INSERT INTO temp.search_tail (rowid, text) SELECT id, text FROM main.messages \
+                 WHERE id > ? AND {INDEXED_ROWS}"
+            ))
+            .bind(upto)
+            .execute(&mut *tx)
+            .await?;
+            rows = sqlx::query(&search_sql("temp.search_tail", "search_tail"))
+                .bind(&open)
+                .bind(&close)
+                .bind(fts_query)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?;
+            // The memory goes back at once (a long tail after a restart, say).
+            sqlx::query("DROP TABLE temp.search_tail")
+                .execute(&mut *tx)
+                .await?;
+        }
+        let left = limit - rows.len() as i64;
+        if left > 0 {
+            rows.extend(
+                sqlx::query(&search_sql("messages_fts", "messages_fts"))
+                    .bind(&open)
+                    .bind(&close)
+                    .bind(fts_query)
+                    .bind(left)
+                    .fetch_all(&mut *tx)
+                    .await?,
+            );
+        }
+        tx.commit().await?;
         Ok(rows
             .iter()
             .map(|r| SearchRow {
@@ -140,6 +183,28 @@ impl Store {
     }
 }
 
+/// The rows the search index holds (the condition of migration 0009's triggers).
+const INDEXED_ROWS: &str =
+    "kind IN ('user', 'assistant', 'transcript') AND draft = 0 AND hidden = 0";
+
+/// A search over one FTS5 table (`table` as named in FROM, `name` as the MATCH and `snippet()`
+/// name it), newest first. Binds: hit open, hit close, the query, the limit.
+fn search_sql(table: &str, name: &str) -> String {
+    format!(
+        "SELECT m.id, m.session_id, m.kind, m.received_at, m.occurred_at, m.sort_key, \
+                s.title, s.is_call, s.created_at, \
+                snippet({name}, 0, ?, ?, '…', 16) \
+         FROM {table} f \
+         JOIN main.messages m ON m.id = f.rowid \
+         JOIN main.sessions s ON s.session_id = \
+             CASE WHEN m.session_id LIKE 'insights:%' THEN substr(m.session_id, 10) \
+                  ELSE m.session_id END \
+         WHERE {name} MATCH ? AND s.deleted_at IS NULL AND s.kind = 'chat' \
+           AND NOT (m.session_id LIKE 'insights:%' AND m.kind = 'user') \
+         ORDER BY f.rowid DESC LIMIT ?"
+    )
+}
+
 /// Which of a session's rows a paged list shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowList {
@@ -166,7 +231,7 @@ impl RowList {
 mod tests {
     //! The index on a real SQLite file: migration 0006 indexes an existing database, and the
     //! triggers keep it equal to the rows it covers through the writer's own ops.
-    use super::super::writer::commit;
+    use super::super::writer::{commit, index_batch};
     use super::super::{Durability, Op, RawConn, SessionRecord};
     use super::*;
     use crate::model::MessageKind;
@@ -311,6 +376,138 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(orphans, 0);
+    }
+
+    /// What the index itself holds (not the rows above `upto`, which a search reads directly):
+    /// `upto` and the rowids it has documents for.
+    async fn in_index(conn: &mut sqlx::SqliteConnection) -> (i64, Vec<i64>) {
+        let upto = sqlx::query_scalar("SELECT upto FROM search_indexed")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        let ids = sqlx::query_scalar("SELECT id FROM messages_fts_docsize ORDER BY id")
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        (upto, ids)
+    }
+
+    #[tokio::test]
+    async fn rows_are_found_before_and_after_the_batch_that_indexes_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, mut writer) = Store::open(&dir.path().join("t.db"), Durability::Crash)
+            .await
+            .unwrap();
+        let mut reader = store.connect_reader().await.unwrap();
+        let mut locked = writer.lock_handle().await.unwrap();
+        // SAFETY: the connection is locked for the whole use of `db` and used by nothing else.
+        let mut db = unsafe { RawConn::new(locked.as_raw_handle()) };
+        let session = |id: &str| {
+            Op::InsertSession(SessionRecord {
+                session_id: id.into(),
+                kind: "chat".into(),
+                is_call: false,
+                call_id: None,
+                title: None,
+                created_at: "2026-11-29T12:00:00Z".into(),
+                ended_at: None,
+                deleted_at: None,
+            })
+        };
+        let mut draft = row(4, "a", MessageKind::Assistant, "a quokka draft");
+        draft.draft = true;
+        let mut hidden = row(5, "a", MessageKind::Assistant, "a hidden quokka");
+        hidden.hidden = true;
+        let insert = |row| Op::InsertMessage { row, logged: false };
+        let ops = [
+            session("a"),
+            session("b"),
+            insert(row(1, "a", MessageKind::User, "quokka one")),
+            insert(row(2, "a", MessageKind::Notice, "a quokka notice")),
+            insert(row(3, "b", MessageKind::Assistant, "quokka three")),
+            insert(draft.clone()),
+            insert(hidden),
+            insert(row(6, "b", MessageKind::Transcript, "quokka said aloud")),
+        ];
+        commit(&mut db, &ops.iter().collect::<Vec<_>>()).unwrap();
+        // Not indexed yet: found all the same (read directly), newest first.
+        assert_eq!(in_index(&mut reader).await, (0, vec![]));
+        let newest_first = |v: Vec<SearchRow>| v.iter().map(|r| r.id).collect::<Vec<_>>();
+        let found = store.search("\"quokka\"", 10).await.unwrap();
+        assert_eq!(newest_first(found.clone()), [6, 3, 1]);
+        assert!(found[0]
+            .snippet
+            .contains(&format!("{HIT_OPEN}quokka{HIT_CLOSE}")));
+        // Two batches of at most 4 rows: the rows people read, and `upto` past every row.
+        assert_eq!(index_batch(&mut db, 4).unwrap(), 4);
+        assert_eq!(in_index(&mut reader).await, (4, vec![1, 3]));
+        assert_eq!(
+            newest_first(store.search("\"quokka\"", 10).await.unwrap()),
+            [6, 3, 1]
+        );
+        assert_eq!(index_batch(&mut db, 4).unwrap(), 2);
+        assert_eq!(index_batch(&mut db, 4).unwrap(), 0);
+        assert_eq!(in_index(&mut reader).await, (6, vec![1, 3, 6]));
+        // The same answers from the index alone, snippets included.
+        assert_eq!(store.search("\"quokka\"", 10).await.unwrap(), found);
+        assert_eq!(
+            newest_first(store.search("\"quokka\"", 2).await.unwrap()),
+            [6, 3]
+        );
+
+        // A draft below `upto` that settles is indexed in the same commit; one above it waits
+        // for the batch like any row.
+        let settled = MessageRow {
+            draft: false,
+            text: "the settled quokka".into(),
+            ..draft
+        };
+        let mut late = row(7, "a", MessageKind::Assistant, "a late quokka draft");
+        late.draft = true;
+        commit(
+            &mut db,
+            &[&Op::UpdateMessage(settled), &insert(late.clone())],
+        )
+        .unwrap();
+        assert_eq!(in_index(&mut reader).await, (6, vec![1, 3, 4, 6]));
+        let late = MessageRow {
+            draft: false,
+            ..late
+        };
+        commit(&mut db, &[&Op::UpdateMessage(late)]).unwrap();
+        assert_eq!(in_index(&mut reader).await, (6, vec![1, 3, 4, 6]));
+        assert_eq!(
+            newest_first(store.search("\"quokka\"", 10).await.unwrap()),
+            [7, 6, 4, 3, 1]
+        );
+        index_batch(&mut db, 100).unwrap();
+        assert_eq!(in_index(&mut reader).await, (7, vec![1, 3, 4, 6, 7]));
+
+        // Deleting a session takes its indexed rows out of the index, and rows above `upto`
+        // simply go.
+        commit(
+            &mut db,
+            &[&insert(row(8, "b", MessageKind::User, "quokka eight"))],
+        )
+        .unwrap();
+        commit(
+            &mut db,
+            &[&Op::DeleteSessions {
+                ids: vec!["b".into()],
+                at: "2026-11-29T13:00:00Z".into(),
+                events_before: 1_000,
+            }],
+        )
+        .unwrap();
+        assert_eq!(in_index(&mut reader).await, (7, vec![1, 4, 7]));
+        assert_eq!(
+            newest_first(store.search("\"quokka\"", 10).await.unwrap()),
+            [7, 4, 1]
+        );
+        index_batch(&mut db, 100).unwrap();
+        assert_eq!(in_index(&mut reader).await, (7, vec![1, 4, 7]));
+        drop(db);
+        drop(locked);
     }
 
     #[tokio::test]

@@ -13,13 +13,26 @@
 //! A [`Unit`] carries its ops and an opaque payload (the conversation's events and answers):
 //! committed units go back over the `done` channel in commit order; a failed one has its
 //! payload told why ([`Payload::fail`]).
+//!
+//! Between commits the thread also does what keeps the files small, never inside a commit
+//! that answers a caller:
+//! - the search index ([`index_batch`]): rows are added to it in batches of their own, at the
+//!   latest [`INDEX_LAG`] after they were committed (and whenever the writer goes idle); until
+//!   then a search reads them directly (`search.rs`);
+//! - the WAL ([`Maintenance::TruncateWal`]): once the checkpointer has copied all of it, the
+//!   idle writer starts it over; and if a burst never let it be idle, at [`WAL_LIMIT_FRAMES`]
+//!   it copies the last frames itself so the WAL starts over at its next commit.
 
-use super::{Op, RawConn, RawError, Store, StoreError};
+use super::{
+    CheckpointMode, Maintenance, Op, RawConn, RawError, Store, StoreError, BUSY_TIMEOUT_MS,
+    WAL_LIMIT_FRAMES,
+};
 use crate::model::MessageRow;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Connection;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Notify};
 
 /// Most units the writer commits in one transaction.
@@ -30,7 +43,20 @@ pub const MAX_UNITS_PER_COMMIT: usize = 64;
 /// database (up to its `cache_size`): a three-hour call's memory kept climbing by the size of
 /// what it stored. Under sustained load the writer is never idle and keeps its cache; after a
 /// release the few hot pages come back from the OS page cache on the next commits.
-const RELEASE_MEMORY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+const RELEASE_MEMORY_EVERY: Duration = Duration::from_secs(10);
+
+/// The longest a committed row waits for the search index while the writer is busy (an idle
+/// writer indexes sooner: see the checkpointer in `mod.rs`).
+const INDEX_LAG: Duration = Duration::from_millis(500);
+
+/// Most rows one index batch adds (a longer backlog, after a restart, takes several).
+const INDEX_BATCH_ROWS: i64 = 4096;
+
+/// What the writer thread receives.
+enum Msg<P> {
+    Unit(Unit<P>),
+    Maintain(Maintenance),
+}
 
 /// What the deciding side hands over: the writes of one batch, and what to do once they are
 /// committed (carried back over the `done` channel) or failed.
@@ -96,7 +122,7 @@ impl Pipeline {
 
 /// The deciding side's end of the writer: sends units, counting them in flight.
 pub struct WriterHandle<P> {
-    tx: mpsc::Sender<Unit<P>>,
+    tx: mpsc::Sender<Msg<P>>,
     pipeline: Arc<Pipeline>,
 }
 
@@ -108,7 +134,7 @@ impl<P: Payload> WriterHandle<P> {
     /// Queues a unit for the next commit (waits while the queue is full).
     pub async fn send(&self, unit: Unit<P>) {
         self.pipeline.in_flight.fetch_add(1, Ordering::AcqRel);
-        if let Err(mpsc::error::SendError(u)) = self.tx.send(unit).await {
+        if let Err(mpsc::error::SendError(Msg::Unit(u))) = self.tx.send(Msg::Unit(unit)).await {
             self.pipeline.returned(1);
             u.payload.fail("the writer stopped");
         }
@@ -124,10 +150,22 @@ pub fn spawn<P: Payload>(
 ) -> Result<WriterHandle<P>, StoreError> {
     let pipeline = Arc::new(Pipeline::default());
     let (tx, rx) = mpsc::channel(MAX_UNITS_PER_COMMIT);
+    // The checkpointer's requests: only when there is room (a full queue is a busy writer,
+    // which does its maintenance between commits anyway). A weak sender, so the writer still
+    // stops when the deciding side is gone.
+    let maintain = tx.downgrade();
+    store.attach_writer(move |m| {
+        maintain
+            .upgrade()
+            .is_some_and(|tx| tx.try_send(Msg::Maintain(m)).is_ok())
+    });
     let writer = Writer {
         store,
         pipeline: pipeline.clone(),
         done,
+        unindexed_since: None,
+        short_of_space: false,
+        wal_frames: 0,
     };
     std::thread::Builder::new()
         .name("sw-writer".into())
@@ -144,18 +182,28 @@ struct Writer<P> {
     /// Committed units go to a task on the runtime, which publishes their events and answers
     /// their callers: one wake-up of the runtime per commit instead of one per caller.
     done: mpsc::UnboundedSender<Vec<Unit<P>>>,
+    /// When the oldest commit whose rows the search index may not have yet was made.
+    unindexed_since: Option<Instant>,
+    /// A commit failed (a full disk, say) and the WAL has not started over since: every
+    /// commit asks for a checkpoint, so space that comes back is not eaten by a growing WAL
+    /// while the writer is never idle long enough for the idle round.
+    short_of_space: bool,
+    /// Frames in the WAL after the previous commit (fewer now: it started over).
+    wal_frames: u64,
 }
 
 impl<P: Payload> Writer<P> {
-    fn run(self, mut conn: SqliteConnection, mut rx: mpsc::Receiver<Unit<P>>) {
+    fn run(mut self, mut conn: SqliteConnection, mut rx: mpsc::Receiver<Msg<P>>) {
         let mut locked = match futures_executor::block_on(conn.lock_handle()) {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(error = %e, "the writer cannot reach its connection");
-                while let Some(u) = rx.blocking_recv() {
-                    self.pipeline.fail_epoch(u.epoch);
-                    u.payload.fail("the writer has no connection");
-                    self.pipeline.returned(1);
+                while let Some(m) = rx.blocking_recv() {
+                    if let Msg::Unit(u) = m {
+                        self.pipeline.fail_epoch(u.epoch);
+                        u.payload.fail("the writer has no connection");
+                        self.pipeline.returned(1);
+                    }
                 }
                 return;
             }
@@ -163,22 +211,46 @@ impl<P: Payload> Writer<P> {
         // SAFETY: `locked` is sqlx's lock on this connection's handle, held until `db` is gone;
         // nothing else uses the connection meanwhile (the writer owns it).
         let mut db = unsafe { RawConn::new(locked.as_raw_handle()) };
-        let mut released = std::time::Instant::now();
-        while let Some(first) = rx.blocking_recv() {
+        db.count_wal_frames(self.store.wal_frame_counter());
+        // Rows a previous run committed but did not index (a crash): indexed before any new
+        // work, so search is complete from the first request on.
+        self.index_all(&mut db);
+        let mut released = Instant::now();
+        let mut pending: Option<Msg<P>> = None;
+        loop {
+            let first = match pending.take() {
+                Some(m) => m,
+                None => match rx.blocking_recv() {
+                    Some(m) => m,
+                    None => break,
+                },
+            };
+            let first = match first {
+                Msg::Unit(u) => u,
+                Msg::Maintain(m) => {
+                    self.maintain(&mut db, m);
+                    continue;
+                }
+            };
             let mut units = vec![first];
             while units.len() < MAX_UNITS_PER_COMMIT {
                 match rx.try_recv() {
-                    Ok(u) => units.push(u),
+                    Ok(Msg::Unit(u)) => units.push(u),
+                    Ok(m) => {
+                        pending = Some(m);
+                        break;
+                    }
                     Err(_) => break,
                 }
             }
             let n = units.len();
             self.commit(&mut db, units);
-            if self.pipeline.returned(n) && rx.is_empty() {
+            self.after_commit(&mut db);
+            if self.pipeline.returned(n) && rx.is_empty() && pending.is_none() {
                 self.store.idle();
                 if released.elapsed() >= RELEASE_MEMORY_EVERY {
                     db.release_memory();
-                    released = std::time::Instant::now();
+                    released = Instant::now();
                 }
             }
         }
@@ -190,7 +262,93 @@ impl<P: Payload> Writer<P> {
         tracing::debug!("conversation writer stopped");
     }
 
-    fn commit(&self, db: &mut RawConn, units: Vec<Unit<P>>) {
+    /// Between commits: the search index when its rows have waited [`INDEX_LAG`], and the
+    /// WAL's limit.
+    fn after_commit(&mut self, db: &mut RawConn) {
+        if self
+            .unindexed_since
+            .is_some_and(|t| t.elapsed() >= INDEX_LAG)
+        {
+            self.index_once(db);
+        }
+        let frames = self.store.wal_frames();
+        if frames < self.wal_frames {
+            self.short_of_space = false;
+        }
+        self.wal_frames = frames;
+        self.store.wal_grew(self.short_of_space);
+        if frames >= WAL_LIMIT_FRAMES {
+            // A burst kept every checkpoint from completing (each one finds new frames at its
+            // end): copy the rest here, between two commits, so the next one starts the WAL
+            // over. Busy (the checkpointer is copying): the next commit tries again.
+            match db.checkpoint(CheckpointMode::Passive, BUSY_TIMEOUT_MS) {
+                Ok(Some(c)) => tracing::debug!(
+                    wal_frames = c.wal_frames,
+                    copied = c.copied,
+                    "WAL at its limit: checkpoint by the writer"
+                ),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "WAL checkpoint by the writer failed"),
+            }
+        }
+    }
+
+    fn maintain(&mut self, db: &mut RawConn, m: Maintenance) {
+        match m {
+            Maintenance::Index(done) => {
+                self.index_all(db);
+                let _ = done.send(());
+            }
+            Maintenance::TruncateWal { commits, done } => {
+                // Only with nothing committed since the complete checkpoint: then nothing is
+                // left to copy, so this neither fsyncs nor waits (a reader of the WAL: busy,
+                // tried again at the next idle round).
+                let truncated = self.store.commits() == commits
+                    && match db.checkpoint(CheckpointMode::Truncate, BUSY_TIMEOUT_MS) {
+                        Ok(Some(c)) => c.wal_frames == 0,
+                        Ok(None) => false,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "truncating the WAL failed");
+                            false
+                        }
+                    };
+                let _ = done.send(truncated);
+            }
+        }
+    }
+
+    /// Indexes until the search index has every committed row (or a batch fails).
+    fn index_all(&mut self, db: &mut RawConn) {
+        self.unindexed_since.get_or_insert_with(Instant::now);
+        while self.unindexed_since.is_some() {
+            if !self.index_once(db) {
+                break;
+            }
+        }
+    }
+
+    /// One batch; `false` when it failed (kept for later: a full disk, say).
+    fn index_once(&mut self, db: &mut RawConn) -> bool {
+        match index_batch(db, INDEX_BATCH_ROWS) {
+            Ok(n) => {
+                if n > 0 {
+                    self.store.committed();
+                }
+                if n < INDEX_BATCH_ROWS {
+                    self.unindexed_since = None;
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "adding rows to the search index failed; trying again later");
+                // Not before another INDEX_LAG.
+                self.unindexed_since = Some(Instant::now());
+                false
+            }
+        }
+    }
+
+    fn commit(&mut self, db: &mut RawConn, units: Vec<Unit<P>>) {
         let failed = self.pipeline.failed_epoch();
         let (doomed, live): (Vec<Unit<P>>, Vec<Unit<P>>) =
             units.into_iter().partition(|u| u.epoch <= failed);
@@ -200,12 +358,15 @@ impl<P: Payload> Writer<P> {
         if live.is_empty() {
             return;
         }
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let ops: Vec<&Op> = live.iter().flat_map(|u| u.ops.iter()).collect();
         let wrote = !ops.is_empty();
+        let rows = ops
+            .iter()
+            .any(|o| matches!(o, Op::InsertMessage { .. } | Op::UpdateMessage(_)));
         let result = if wrote { commit(db, &ops) } else { Ok(()) };
         drop(ops);
-        if started.elapsed() > std::time::Duration::from_millis(50) {
+        if started.elapsed() > Duration::from_millis(50) {
             tracing::debug!(
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "slow commit"
@@ -216,11 +377,15 @@ impl<P: Payload> Writer<P> {
                 if wrote {
                     self.store.committed();
                 }
+                if rows {
+                    self.unindexed_since.get_or_insert(started);
+                }
                 // If the runtime is gone, so are the callers.
                 let _ = self.done.send(live);
             }
             Err(e) => {
                 tracing::error!(error = %e, "commit failed; its callbacks are answered 503 and the state reloads");
+                self.short_of_space = true;
                 let newest = live.iter().map(|u| u.epoch).max().unwrap_or(0);
                 self.pipeline.fail_epoch(newest);
                 let why = e.to_string();
@@ -230,6 +395,49 @@ impl<P: Payload> Writer<P> {
             }
         }
     }
+}
+
+/// Adds the next rows above `search_indexed.upto` (at most `max_rows` of them, in id order) to
+/// the search index in one transaction of its own, and moves `upto` past them; returns how many
+/// rows it went past (fewer than `max_rows`: the index has every committed row). Which rows are
+/// indexed is the condition of the triggers of migration 0009; a row that is a draft or hidden
+/// now and settles later is indexed by the update trigger then (it is at or below `upto`).
+pub fn index_batch(db: &mut RawConn, max_rows: i64) -> Result<i64, StoreError> {
+    db.execute("BEGIN", &[])?;
+    let result = (|| {
+        let upto = db
+            .query_i64("SELECT upto FROM search_indexed", &[])?
+            .unwrap_or(0);
+        let last = db.query_i64(
+            "SELECT MAX(id) FROM (SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT ?)",
+            &[upto.into(), max_rows.into()],
+        )?;
+        let Some(last) = last else {
+            return Ok(0);
+        };
+        let rows = db
+            .query_i64(
+                "SELECT COUNT(*) FROM messages WHERE id > ? AND id <= ?",
+                &[upto.into(), last.into()],
+            )?
+            .unwrap_or(0);
+        db.execute(
+            "INSERT INTO messages_fts (rowid, text) SELECT id, text FROM messages \
+             WHERE id > ? AND id <= ? \
+               AND kind IN ('user', 'assistant', 'transcript') AND draft = 0 AND hidden = 0",
+            &[upto.into(), last.into()],
+        )?;
+        db.execute(
+            "UPDATE search_indexed SET upto = ? WHERE upto < ?",
+            &[last.into(), last.into()],
+        )?;
+        Ok(rows)
+    })();
+    let result = result.and_then(|rows| db.execute("COMMIT", &[]).map(|()| rows));
+    if result.is_err() && db.in_transaction() {
+        let _ = db.execute("ROLLBACK", &[]);
+    }
+    Ok(result?)
 }
 
 /// Commits a batch's ops in one transaction on the writer's raw handle (see [`apply_all`]
