@@ -175,6 +175,13 @@ async fn typing_and_tool_call_show_an_indicator_cleared_by_message_completed_sil
         "{}",
         dump_events(&started)
     );
+    // Live-only: no cursor, never in the log (the route above is its state).
+    let shown = started.last().unwrap();
+    assert!(
+        shown.id.is_none() && shown.json()["live"] == true && shown.json().get("id").is_none(),
+        "{}",
+        shown.short()
+    );
 
     // A keepalive with a label: still one indicator, now labelled.
     assert_accepted(
@@ -326,6 +333,16 @@ async fn typing_and_tool_call_show_an_indicator_cleared_by_message_completed_sil
         !texts(&app.messages(&sid).await).contains(&"Reading calendar".to_owned()),
         "{}",
         app.dump(&sid).await
+    );
+    // The log replayed from the start has the messages and none of the typing events.
+    let mut replay = app.events(SseOpts::after(0)).await;
+    let logged = replay.until_message("m-6").await;
+    assert!(
+        logged
+            .iter()
+            .all(|e| e.id.is_some() && !e.kind().starts_with("typing_")),
+        "{}",
+        dump_events(&logged)
     );
 
     // Scopes are independent: a message of um-7 leaves um-8 alone.
@@ -670,9 +687,15 @@ async fn stream_drafts_settle_in_place_and_late_chunks_are_ignored() {
         mine.len() - 1,
         "events after settlement:\n{dumped}"
     );
-    // Cursors strictly increase.
-    let cursors: Vec<u64> = evs.iter().map(SseEvent::cursor).collect();
+    // Cursors strictly increase; the typing indicator's events are live-only (no cursor).
+    let (logged, live): (Vec<&SseEvent>, Vec<&SseEvent>) = evs.iter().partition(|e| e.id.is_some());
+    let cursors: Vec<u64> = logged.iter().map(|e| e.cursor()).collect();
     assert!(cursors.windows(2).all(|w| w[0] < w[1]), "{dumped}");
+    assert!(
+        live.iter()
+            .all(|e| e.kind().starts_with("typing_") && e.json()["live"] == true),
+        "{dumped}"
+    );
 }
 
 #[tokio::test]

@@ -102,20 +102,16 @@ async fn a_constraint_failing_late_in_a_commit_takes_its_earlier_rows_back_too()
     // Rows go in as `INSERT OR ROLLBACK` (no statement journal): a violation ends the whole
     // transaction at once; the writer must not leave the message rows written before it.
     let (c, _clock, dir) = start(30_000).await;
-    let s = c.create_session(false, None).await.unwrap().session_id;
+    let s = c.create_session(true, None).await.unwrap().session_id;
+    let insights = format!("insights:{s}");
     post(
         &c,
         json!({"session_id": s, "status": "message", "message_id": "m1", "reply_text": "one"}),
     )
     .await;
-    // The reply to a typing scope writes its row (its own event), then `typing_stopped`
-    // into `events`. Another connection takes that event's id: the message row goes in
-    // first, then the event clashes on the primary key.
-    post(
-        &c,
-        json!({"session_id": s, "status": "typing", "user_message_id": "u2"}),
-    )
-    .await;
+    // An insight writes its row, then its `insight_added` into `events` (the next id).
+    // Another connection takes that event's id: the message row goes in first, then the
+    // event clashes on the primary key.
     use sqlx::ConnectOptions;
     let mut other = sqlx::sqlite::SqliteConnectOptions::new()
         .filename(dir.path().join("t.db"))
@@ -130,30 +126,31 @@ async fn a_constraint_failing_late_in_a_commit_takes_its_earlier_rows_back_too()
         .unwrap();
     let two = parse_callback(
         TASK,
-        json!({"session_id": s, "status": "message", "message_id": "m2", "user_message_id": "u2", "reply_text": "two"})
+        json!({"session_id": insights, "status": "message", "message_id": "m2", "reply_text": "two"})
             .to_string()
             .as_bytes(),
     )
     .unwrap();
     let err = c.submit(two.clone()).await.unwrap_err();
     assert!(matches!(err, CoreError::StorageUnavailable(_)), "{err:?}");
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM messages WHERE session_id = ?")
-        .bind(&s)
-        .fetch_one(&mut other)
+    let texts = "SELECT text FROM messages ORDER BY id";
+    let stored: Vec<String> = sqlx::query_scalar(texts)
+        .fetch_all(&mut other)
         .await
         .unwrap();
-    assert_eq!(rows, 1, "the failed commit's message row was taken back");
+    assert_eq!(
+        stored,
+        ["one"],
+        "the failed commit's message row was taken back"
+    );
     // After the reload the ids move past the taken one and the resend is accepted once.
     assert_eq!(c.submit(two.clone()).await.unwrap(), Outcome::Applied);
     assert_eq!(c.submit(two).await.unwrap(), Outcome::Duplicate);
-    let texts: Vec<String> = c
-        .messages(&s)
+    let stored: Vec<String> = sqlx::query_scalar(texts)
+        .fetch_all(&mut other)
         .await
-        .unwrap()
-        .into_iter()
-        .map(|m| m.text)
-        .collect();
-    assert_eq!(texts, ["one", "two"]);
+        .unwrap();
+    assert_eq!(stored, ["one", "two"]);
 }
 
 #[tokio::test]
@@ -200,17 +197,85 @@ async fn typing_clears_when_the_inactivity_timer_runs_out() {
     clock.advance_ms(29_000); // 49 s after the first, 29 s after the keepalive
     c.tick().await.unwrap();
     assert_eq!(c.typing(&s).await.unwrap().len(), 1, "kept alive");
+    let mut view = c
+        .hub()
+        .subscribe(c.store().clone(), c.store().last_event_id().await.unwrap());
     clock.advance_ms(1_000);
     c.tick().await.unwrap();
     assert!(c.typing(&s).await.unwrap().is_empty(), "expired");
-    let mut sub = c.hub().subscribe(c.store().clone(), 0);
-    let mut last = String::new();
-    while sub.cursor() < c.store().last_event_id().await.unwrap() {
-        last = sub.next().await.unwrap().json.clone();
+    // A live-only event to the views following the stream: no cursor, never in the log.
+    let stopped = view.next().await.unwrap();
+    assert!(stopped.is_live(), "{stopped:?}");
+    let v: Value = serde_json::from_str(&stopped.json).unwrap();
+    assert_eq!(
+        (&v["type"], &v["reason"], &v["typing"]["scope"], &v["live"]),
+        (
+            &json!("typing_stopped"),
+            &json!("timeout"),
+            &json!("u1"),
+            &json!(true)
+        ),
+        "{v}"
+    );
+    assert!(v.get("id").is_none(), "{v}");
+}
+
+#[tokio::test]
+async fn typing_is_never_written_to_disk() {
+    let (c, clock, _dir) = start(30_000).await;
+    let s = c.create_session(false, None).await.unwrap().session_id;
+    let mut view = c
+        .hub()
+        .subscribe(c.store().clone(), c.store().last_event_id().await.unwrap());
+    let commits = c.store().commits();
+    let logged = c.store().last_event_id().await.unwrap();
+    for scope in ["u1", "u2"] {
+        post(
+            &c,
+            json!({"session_id": s, "status": "typing", "user_message_id": scope, "label": "thinking"}),
+        )
+        .await;
     }
-    assert!(
-        last.contains("\"typing_stopped\"") && last.contains("\"timeout\""),
-        "{last}"
+    post(
+        &c,
+        json!({"session_id": s, "status": "tool_call", "user_message_id": "u1", "label": "Searching"}),
+    )
+    .await;
+    post(
+        &c,
+        json!({"session_id": s, "status": "completed", "user_message_id": "u2"}),
+    )
+    .await;
+    clock.advance_ms(30_000);
+    c.tick().await.unwrap();
+    assert_eq!(c.store().commits(), commits, "no commit for typing");
+    assert_eq!(c.store().last_event_id().await.unwrap(), logged);
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let e = view.next().await.unwrap();
+        assert!(e.is_live(), "{e:?}");
+        let v: Value = serde_json::from_str(&e.json).unwrap();
+        let ty = v["type"].as_str().unwrap();
+        let what = if ty == "typing_started" {
+            &v["typing"]["label"]
+        } else {
+            &v["reason"]
+        };
+        seen.push(format!(
+            "{ty} {} {}",
+            v["typing"]["scope"].as_str().unwrap(),
+            what.as_str().unwrap()
+        ));
+    }
+    assert_eq!(
+        seen,
+        [
+            "typing_started u1 thinking",
+            "typing_started u2 thinking",
+            "typing_started u1 Searching",
+            "typing_stopped u2 completed",
+            "typing_stopped u1 timeout",
+        ]
     );
 }
 
@@ -340,12 +405,19 @@ async fn the_merged_log_pages_in_order_without_gaps_or_repeats() {
     let (c, _clock, _dir) = start(30_000).await;
     let s = c.create_session(false, None).await.unwrap().session_id;
     for n in 0..120 {
-        let scope = format!("u{n}");
-        post(
-            &c,
-            json!({"session_id": s, "status": "typing", "user_message_id": scope}),
+        // A user message and its delivery: two events in `events`; the reply is its own.
+        let user = c.user_message(&s, &format!("question {n}")).await.unwrap();
+        c.set_delivery(
+            user.id,
+            DeliveryUpdate {
+                state: DeliveryState::Sent,
+                task_id: None,
+                error: None,
+            },
         )
-        .await;
+        .await
+        .unwrap();
+        let scope = user.message_id.clone().unwrap();
         post(&c, json!({"session_id": s, "status": "message", "user_message_id": scope, "message_id": format!("m{n}"), "reply_text": format!("reply {n}")})).await;
     }
     let whole = c.store().events_after(0, 10_000).await.unwrap();
@@ -358,9 +430,11 @@ async fn the_merged_log_pages_in_order_without_gaps_or_repeats() {
                 .to_string()
         })
         .collect();
-    assert_eq!(types.iter().filter(|t| *t == "message_added").count(), 120);
-    assert_eq!(types.iter().filter(|t| *t == "typing_started").count(), 120);
-    assert_eq!(types.iter().filter(|t| *t == "typing_stopped").count(), 120);
+    assert_eq!(types.iter().filter(|t| *t == "message_added").count(), 240);
+    assert_eq!(
+        types.iter().filter(|t| *t == "message_updated").count(),
+        120
+    );
     assert!(
         whole.windows(2).all(|w| w[0].0 < w[1].0),
         "strictly increasing"

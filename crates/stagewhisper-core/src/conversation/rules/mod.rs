@@ -8,7 +8,8 @@
 //!   `completed`/`silent` or the inactivity timer; `stream` parts and cursor-`▉` messages build
 //!   drafts that settle in place; timers settle what was left open;
 //! - [`drafts`]: the text of a live draft (stream parts, edit-style cursor texts);
-//! - [`typing`]: typing leases and their inactivity timer;
+//! - [`typing`]: typing leases and their inactivity timer (memory only: their events are
+//!   live-only, see [`emit_live`]);
 //! - [`sessions`]: chats and calls (created, ended, deleted), user messages, transcript turns,
 //!   delivery states of outgoing entries;
 //! - this file: the state the rules keep, routing (`insights:<call>` sessions feed the call's
@@ -392,6 +393,15 @@ impl Rules {
         };
         self.emit(events, &log_session, data);
     }
+}
+
+/// A live-only event ([`Event::live`]: never stored, no cursor), published with the batch's
+/// logged events once the batch is committed, so it keeps its place among them. Typing
+/// indicators are such events: they are worth showing while they last and worthless after, and
+/// a view that (re)connects reads the current ones from `GET /api/sessions/{id}/typing`. A
+/// `typing` callback alone therefore writes nothing to disk.
+fn emit_live(events: &mut Vec<Event>, event_type: &str, data: Value) {
+    events.push(Event::live(event_type, data));
 }
 
 fn typing_view(session_id: &str, scope: &str, lease: &typing::Lease) -> TypingView {

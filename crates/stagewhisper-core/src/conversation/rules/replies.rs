@@ -13,7 +13,7 @@
 //!   go; an open draft settles as it is.
 
 use super::drafts::{Draft, DraftKey};
-use super::{typing, typing_view, Change, Route, Rules};
+use super::{emit_live, typing, typing_view, Change, Route, Rules};
 use crate::clock::fmt_time;
 use crate::conversation::index::hash_hex;
 use crate::conversation::Outcome;
@@ -51,9 +51,9 @@ impl Rules {
                         .get(&cb.session_id, cb.scope())
                         .cloned()
                         .expect("just touched");
-                    let data = json!({"type": "typing_started", "session_id": cb.session_id,
+                    let data = json!({"session_id": cb.session_id,
                         "typing": typing_view(&cb.session_id, cb.scope(), &lease)});
-                    self.emit(events, &cb.session_id, data);
+                    emit_live(events, "typing_started", data);
                 }
                 Outcome::Applied
             }
@@ -371,9 +371,9 @@ impl Rules {
         reason: &str,
     ) {
         if let Some(lease) = self.state.typing.clear(session_id, scope) {
-            let data = json!({"type": "typing_stopped", "session_id": session_id, "reason": reason,
+            let data = json!({"session_id": session_id, "reason": reason,
                 "typing": typing_view(session_id, scope, &lease)});
-            self.emit(events, session_id, data);
+            emit_live(events, "typing_stopped", data);
         }
     }
 
@@ -386,9 +386,9 @@ impl Rules {
                 since_ms: now_ms,
                 expires_ms: now_ms,
             };
-            let data = json!({"type": "typing_stopped", "session_id": session, "reason": "timeout",
+            let data = json!({"session_id": session, "reason": "timeout",
                 "typing": typing_view(&session, &scope, &lease)});
-            self.emit(events, &session, data);
+            emit_live(events, "typing_stopped", data);
         }
         let timeout = self.settings.typing_timeout_ms;
         let due: Vec<(String, DraftKey)> = self
