@@ -246,6 +246,7 @@ export class App {
       },
       state: (s) => this.setConn(s),
       resync: () => void this.reload(),
+      reconnected: () => void this.reloadTyping(),
     });
     await this.sub.ready;
     this.scheduleAssistantPoll(0);
@@ -279,6 +280,17 @@ export class App {
     this.flush();
   }
 
+  /** Typing indicators are live-only: after the stream dropped, the open conversation's are read again. */
+  private async reloadTyping(): Promise<void> {
+    const sid = this.activeId;
+    if (!sid || !this.store.conv(sid)?.loaded) return;
+    const [c0, typingAt] = [this.store.cursor, this.store.liveSeq];
+    const t = await this.api<unknown[]>('GET', `/api/sessions/${encodeURIComponent(sid)}/typing`).catch(() => null);
+    if (!t || t.status !== 200 || !Array.isArray(t.body)) return;
+    this.store.loadConversation(sid, { typing: t.body, typingAt }, c0);
+    this.flush();
+  }
+
   private loadConv(sid: string): Promise<void> {
     const running = this.loading.get(sid);
     if (running) return running;
@@ -292,7 +304,7 @@ export class App {
 
   private async loadConvNow(sid: string): Promise<void> {
     try {
-      const c0 = this.store.cursor;
+      const [c0, typingAt] = [this.store.cursor, this.store.liveSeq];
       const enc = encodeURIComponent(sid);
       const s = this.store.sessions.get(sid);
       const noList = Promise.resolve<ApiResponse<{ items?: unknown; next?: unknown }>>({ status: 0, body: {} });
@@ -321,6 +333,7 @@ export class App {
           insights: items(i) ?? [],
           insightsOlderPath: nextOf(i),
           typing: ok(t) ?? [],
+          typingAt,
           transcript: items(x),
           transcriptOlderPath: nextOf(x),
         },

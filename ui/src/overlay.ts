@@ -152,6 +152,10 @@ export class Overlay {
         if (s === 'unauthorized') this.status.textContent = 'The UI token was not accepted.';
       },
       resync: () => void this.reload(),
+      // Typing is live-only: after a drop the followed call's indicators are read again.
+      reconnected: () => {
+        if (this.loadedCall) void this.loadCall(this.loadedCall);
+      },
     });
     await this.sub.ready;
     await this.reload();
@@ -172,7 +176,7 @@ export class Overlay {
   /** Loads the followed call's insights and typing state once (events keep them current). */
   private async loadCall(sid: string): Promise<void> {
     this.loadedCall = sid;
-    const c0 = this.store.cursor;
+    const [c0, typingAt] = [this.store.cursor, this.store.liveSeq];
     const enc = encodeURIComponent(sid);
     const [i, t] = await Promise.all([
       // Only the newest few are shown: one short page.
@@ -183,7 +187,7 @@ export class Overlay {
     const page = i.status === 200 && i.body && Array.isArray(i.body.items) ? (i.body.items as unknown[]) : [];
     if (i.status !== 200) this.status.textContent = `Could not load the insights: ${errorText(i)}`;
     // Only insights and typing: the chat's messages are the main window's business.
-    this.store.loadConversation(sid, { insights: page, typing: ok(t) }, c0);
+    this.store.loadConversation(sid, { insights: page, typing: ok(t), typingAt }, c0);
     this.schedule();
   }
 

@@ -14,6 +14,11 @@
 // - The assistant link (`GET /api/assistant` and the answers of its other routes): the latest
 //   snapshot, patched by `assistant_status` events (`{status, detail, checked_at}`); a snapshot
 //   requested before the last such event keeps that event's status.
+// - Typing indicators are live-only events (`live: true`, no id: never in the log). Their version
+//   is `liveSeq`, the count of live typing events applied; a view reads the current indicators
+//   from `GET /api/sessions/{id}/typing` whenever its stream (re)connects, merged with the
+//   `liveSeq` it had when it asked (`Snapshot.typingAt`). A logged typing event (written by an
+//   older version, replayed from the log) is history and changes nothing.
 
 import type {
   Assistant,
@@ -105,6 +110,8 @@ export interface Snapshot {
   /** `insights` is the newest page: the path of the page before it (absent: the whole list). */
   insightsOlderPath?: string | null;
   typing?: unknown[];
+  /** The store's `liveSeq` when `typing` was requested: live typing events after it win. */
+  typingAt?: number;
   transcript?: unknown[];
   /** `transcript` is the newest page: the path of the page before it (absent: the whole list). */
   transcriptOlderPath?: string | null;
@@ -460,6 +467,8 @@ export function tunnelActive(t: Tunnel | null): boolean {
 
 export class Store {
   cursor = 0;
+  /** Live typing events applied so far: the version of a typing indicator (see the top). */
+  liveSeq = 0;
   readonly sessions = new Map<string, Session>();
   private sessionVer = new Map<string, number>();
   private deleted = new Set<string>();
@@ -563,7 +572,12 @@ export class Store {
   /** Applies one event; false when it was already applied (id ≤ cursor) or malformed. */
   apply(ev: SwEvent): boolean {
     if (ev.live === true) {
-      // No cursor, no version: handed to whoever shows it, never counted as applied.
+      // No cursor: typing indicators are kept (versioned by `liveSeq`); every live event is
+      // handed to whoever shows it, and never counted as applied.
+      if (ev.type === 'typing_started' || ev.type === 'typing_stopped') {
+        const t = normTyping(payload(ev, 'typing'));
+        if (t) this.putTyping(t, ev.type === 'typing_started', ++this.liveSeq);
+      }
       this.emit({ kind: 'live', event: ev });
       return false;
     }
@@ -596,11 +610,8 @@ export class Store {
         break;
       }
       case 'typing_started':
-      case 'typing_stopped': {
-        const t = normTyping(payload(ev, 'typing'));
-        if (t) this.putTyping(t, ev.type === 'typing_started', id);
-        break;
-      }
+      case 'typing_stopped':
+        break; // logged by an older version: history (typing is live-only, see above)
       case 'transcript_added':
       case 'transcript_updated': {
         const t = normTranscript(payload(ev, 'transcript'));
@@ -1001,6 +1012,9 @@ export class Store {
       this.emit({ kind: 'unread', sessionId });
     }
     if (snap.typing) {
+      // Live typing events since the request (a version above `typingAt`) are newer.
+      const at = snap.typingAt ?? this.liveSeq;
+      const newer = (key: string) => (c.ver.get(key) ?? -1) > at;
       const fresh = new Map<string, { t: Typing; insights: boolean }>();
       for (const raw of snap.typing) {
         const t = normTyping(raw);

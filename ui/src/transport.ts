@@ -21,6 +21,11 @@ export interface EventSink {
   state(state: StreamState): void;
   /** The stream came back without a known cursor (no event seen yet): reload the snapshot. */
   resync(): void;
+  /**
+   * The stream came back after a drop and resumed from its cursor: the log's events are all
+   * there, but live-only ones sent meanwhile (typing indicators) were missed; re-read that state.
+   */
+  reconnected?(): void;
 }
 
 export interface Subscription {
@@ -281,6 +286,7 @@ export class HttpTransport implements Transport {
           attempt = 0;
           sink.state('live');
           if (connectedOnce && after === 0) sink.resync();
+          else if (connectedOnce) sink.reconnected?.();
           connectedOnce = true;
           markReady();
           const parser = new SseParser();

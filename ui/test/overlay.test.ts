@@ -76,7 +76,7 @@ describe('overlay model', () => {
     expect(m.live).toBe(true);
     expect(m.insights.map((x) => x.text)).toEqual([8, 7, 6, 5, 4].map((n) => `tip ${n}`));
     expect(m.typing).toBeNull();
-    store.apply({ id: id++, type: 'typing_started', session_id: 'insights:s', typing: { session_id: 'insights:s', scope: 'insights', label: null, since: new Date(T0).toISOString() } } as SwEvent);
+    store.apply({ id: 0, live: true, type: 'typing_started', session_id: 'insights:s', typing: { session_id: 'insights:s', scope: 'insights', label: null, since: new Date(T0).toISOString() } } as SwEvent);
     m = overlayModel(store);
     expect(m.typing).toBe('Assistant is typing…');
   });

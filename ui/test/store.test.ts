@@ -12,6 +12,11 @@ function ev(type: string, body: Record<string, unknown>, id = nextCursor++): SwE
   return { id, type, session_id: (body.session_id as string) ?? SID, ...body };
 }
 
+/** A live-only event (no id, `live: true`), as typing indicators come. */
+function live(type: string, body: Record<string, unknown>): SwEvent {
+  return { id: 0, type, live: true, session_id: (body.session_id as string) ?? SID, ...body } as SwEvent;
+}
+
 function msg(id: number | string, text: string, over: Record<string, unknown> = {}) {
   const sortKey = (over.sort_key as number) ?? T0 + Number(String(id).replace(/\D/g, '') || 0) * 1000;
   return {
@@ -219,32 +224,34 @@ describe('drafts', () => {
 });
 
 describe('typing', () => {
-  it('shows by scope with its label and clears on typing_stopped', () => {
+  it('shows by scope with its label and clears on typing_stopped (live events, no cursor)', () => {
     const s = new Store();
-    s.apply(ev('typing_started', { typing: { session_id: SID, scope: 'u1', label: 'searching', since: 'x' } }));
-    s.apply(ev('typing_started', { typing: { session_id: SID, scope: 'u2', label: null, since: 'y' } }));
+    s.apply(live('typing_started', { typing: { session_id: SID, scope: 'u1', label: 'searching', since: 'x' } }));
+    s.apply(live('typing_started', { typing: { session_id: SID, scope: 'u2', label: null, since: 'y' } }));
     const c = s.conv(SID)!;
     expect([...c.typing.values()].map((t) => [t.scope, t.label])).toEqual([
       ['u1', 'searching'],
       ['u2', null],
     ]);
-    s.apply(ev('typing_stopped', { typing: { session_id: SID, scope: 'u1' }, reason: 'message' }));
+    s.apply(live('typing_stopped', { typing: { session_id: SID, scope: 'u1' }, reason: 'message' }));
     expect([...c.typing.keys()]).toEqual(['u2']);
-    s.apply(ev('typing_stopped', { typing: { session_id: SID, scope: 'u2' }, reason: 'timeout' }));
+    s.apply(live('typing_stopped', { typing: { session_id: SID, scope: 'u2' }, reason: 'timeout' }));
     expect(c.typing.size).toBe(0);
+    expect(s.cursor).toBe(0);
+    expect(s.liveSeq).toBe(4);
   });
 
   it('a label change replaces the indicator; a blank label counts as none', () => {
     const s = new Store();
-    s.apply(ev('typing_started', { typing: { session_id: SID, scope: 'u1', label: 'thinking' } }));
-    s.apply(ev('typing_started', { typing: { session_id: SID, scope: 'u1', label: '  ' } }));
+    s.apply(live('typing_started', { typing: { session_id: SID, scope: 'u1', label: 'thinking' } }));
+    s.apply(live('typing_started', { typing: { session_id: SID, scope: 'u1', label: '  ' } }));
     expect(s.conv(SID)!.typing.get('u1')!.label).toBeNull();
   });
 
   it('typing of the insights session never shows in the chat', () => {
     const s = new Store();
     s.apply(ev('session_created', { session: session(SID) }));
-    s.apply(ev('typing_started', { session_id: `insights:${SID}`, typing: { session_id: `insights:${SID}`, scope: 't1' } }));
+    s.apply(live('typing_started', { session_id: `insights:${SID}`, typing: { session_id: `insights:${SID}`, scope: 't1' } }));
     const c = s.conv(SID)!;
     expect(c.typing.size).toBe(0);
     expect(c.insightTyping.size).toBe(1);
@@ -253,7 +260,16 @@ describe('typing', () => {
   it('stopping an unknown scope changes nothing', () => {
     const s = new Store();
     const seen = track(s);
-    s.apply(ev('typing_stopped', { typing: { session_id: SID, scope: 'nope' }, reason: 'completed' }));
+    s.apply(live('typing_stopped', { typing: { session_id: SID, scope: 'nope' }, reason: 'completed' }));
+    expect(seen.filter((c) => c.kind === 'typing')).toEqual([]);
+  });
+
+  it('a logged typing event (an older version wrote it) is history: it moves the cursor, shows nothing', () => {
+    const s = new Store();
+    const seen = track(s);
+    expect(s.apply(ev('typing_started', { typing: { session_id: SID, scope: 'u1', label: 'old' } }, 7))).toBe(true);
+    expect(s.cursor).toBe(7);
+    expect(s.conv(SID)?.typing.size ?? 0).toBe(0);
     expect(seen.filter((c) => c.kind === 'typing')).toEqual([]);
   });
 });
@@ -397,18 +413,35 @@ describe('snapshots merged with the live stream', () => {
 
   it('typing from an older snapshot does not resurrect an indicator that stopped since', () => {
     const s = new Store();
-    s.apply({ id: 4, type: 'typing_stopped', session_id: SID, typing: { session_id: SID, scope: 'u1' }, reason: 'message' });
-    s.loadConversation(SID, { typing: [{ session_id: SID, scope: 'u1', label: null }] }, 3);
+    const asked = s.liveSeq; // the typing list is requested here
+    s.apply(live('typing_stopped', { typing: { session_id: SID, scope: 'u1' }, reason: 'message' }));
+    s.loadConversation(SID, { typing: [{ session_id: SID, scope: 'u1', label: null }], typingAt: asked }, 0);
     expect(s.conv(SID)!.typing.size).toBe(0);
-    s.loadConversation(SID, { typing: [] }, 4);
+    s.loadConversation(SID, { typing: [], typingAt: s.liveSeq }, 0);
     expect(s.conv(SID)!.typing.size).toBe(0);
+  });
+
+  it('an indicator that started after the request stays though the snapshot lacks it', () => {
+    const s = new Store();
+    const asked = s.liveSeq;
+    s.apply(live('typing_started', { typing: { session_id: SID, scope: 'u1', label: 'new' } }));
+    s.loadConversation(SID, { typing: [], typingAt: asked }, 0);
+    expect(s.conv(SID)!.typing.get('u1')!.label).toBe('new');
   });
 
   it('typing present before the request but absent from the snapshot is dropped', () => {
     const s = new Store();
-    s.apply({ id: 1, type: 'typing_started', session_id: SID, typing: { session_id: SID, scope: 'u1' } });
-    s.loadConversation(SID, { typing: [] }, 1);
+    s.apply(live('typing_started', { typing: { session_id: SID, scope: 'u1' } }));
+    s.loadConversation(SID, { typing: [], typingAt: s.liveSeq }, 0);
     expect(s.conv(SID)!.typing.size).toBe(0);
+  });
+
+  it('after a reconnect the snapshot shows what was missed while the stream was down', () => {
+    const s = new Store();
+    s.apply(live('typing_started', { typing: { session_id: SID, scope: 'u1', label: 'old' } }));
+    // Down: u1 stopped and u2 started meanwhile; the re-read list says so.
+    s.loadConversation(SID, { typing: [{ session_id: SID, scope: 'u2', label: 'working' }], typingAt: s.liveSeq }, 0);
+    expect([...s.conv(SID)!.typing.keys()]).toEqual(['u2']);
   });
 
   it('the 201 of a sent message shows at once and the later event does not duplicate it', () => {

@@ -148,6 +148,32 @@ describe('HttpTransport', () => {
     sub.stop();
   });
 
+  it('after a drop with a cursor it asks for the live state again (typing), never for a resync', async () => {
+    const { fetchFn, next } = scriptedFetch();
+    vi.stubGlobal('fetch', fetchFn);
+    const store = new Store();
+    const [resync, reconnected] = [vi.fn(), vi.fn()];
+    const first = next();
+    const sub = new HttpTransport('tok').subscribe(() => store.cursor, {
+      events: (b) => store.applyBatch(b),
+      state: () => {},
+      resync,
+      reconnected,
+    });
+    const c1 = await first;
+    await sub.ready;
+    expect(reconnected).not.toHaveBeenCalled();
+    c1.push(frame(mk(1)));
+    await vi.waitFor(() => expect(store.cursor).toBe(1));
+    const second = next();
+    c1.fail();
+    const c2 = await second;
+    expect(c2.headers['Last-Event-ID']).toBe('1');
+    await vi.waitFor(() => expect(reconnected).toHaveBeenCalledTimes(1));
+    expect(resync).not.toHaveBeenCalled();
+    sub.stop();
+  });
+
   it('reports unauthorized on 401', async () => {
     vi.stubGlobal(
       'fetch',
