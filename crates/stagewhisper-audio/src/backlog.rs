@@ -362,7 +362,8 @@ impl Backlog {
 }
 
 fn round1(x: f64) -> f64 {
-    (x * 10.0).round() / 10.0
+    // `+ 0.0`: an empty sum is -0.0.
+    (x * 10.0).round() / 10.0 + 0.0
 }
 
 #[derive(Serialize, Deserialize)]

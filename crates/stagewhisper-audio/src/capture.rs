@@ -657,6 +657,8 @@ fn session(
     conn.ack(Command::Subscribe(
         SubscriptionMask::SOURCE | SubscriptionMask::SINK | SubscriptionMask::SERVER,
     ))?;
+    // The source that went, to keep saying it by the name people know.
+    let mut lost: Option<Source> = None;
     loop {
         if stop.load(Ordering::SeqCst) {
             return Ok(());
@@ -665,6 +667,10 @@ fn session(
         let src = match resolve(channel, choice, &sources) {
             Ok(s) => s,
             Err(why) => {
+                let why = match (&lost, choice) {
+                    (Some(l), SourceChoice::Named(n)) if &l.name == n => gone(l),
+                    _ => why,
+                };
                 rep.down(Down::NoSource(why), on);
                 wait_for_change(conn, stop)?;
                 continue;
@@ -672,7 +678,10 @@ fn session(
         };
         match record(conn, &src, choice, channel, stop, on, rep)? {
             Ended::Stop => return Ok(()),
-            Ended::Lost(why) => rep.down(Down::NoSource(why), on),
+            Ended::Lost(why) => {
+                lost = Some(src);
+                rep.down(Down::NoSource(why), on)
+            }
             Ended::Reopen => {}
         }
     }
@@ -729,6 +738,11 @@ fn record(
         },
         flags: StreamFlags {
             adjust_latency: true,
+            // The server must not move the stream (it would follow its default *source*,
+            // also for the call's audio, whose "default" is the monitor of the default
+            // output): this capture follows the defaults itself, and a source chosen by name
+            // stays that source. The server kills the stream when its source goes.
+            no_move: true,
             ..Default::default()
         },
         props,

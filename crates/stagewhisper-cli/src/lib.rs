@@ -239,6 +239,9 @@ pub fn core_config(cli: Cli) -> Config {
     config.durability = Durability::parse(&cli.durability).unwrap_or_default();
     config.assets = find_ui_dir(cli.ui_dir.as_deref())
         .map(|d| Arc::new(DirAssets::new(d)) as Arc<dyn stagewhisper_core::api::Assets>);
+    // Both binaries hear the call (the sound server is found at run time; without one the
+    // audio routes say why).
+    config.ears = Some(stagewhisper_audio::factory());
     config
 }
 
