@@ -461,6 +461,15 @@ pub(crate) struct Finals {
     echo_changed: Condvar,
 }
 
+/// What became of a call whose turns wait.
+enum CallState {
+    Live,
+    Ended,
+    Deleted,
+    /// The store did not answer: try as usual.
+    Unknown,
+}
+
 /// How storing a turn went.
 enum Stored {
     Done,
@@ -801,6 +810,17 @@ impl Shared {
         }
     }
 
+    fn call_state(&self, call_id: &str) -> CallState {
+        match self.rt.block_on(self.ctx.conversation.sessions()) {
+            Ok(sessions) => match sessions.iter().find(|s| s.session_id == call_id) {
+                None => CallState::Deleted,
+                Some(s) if s.ended_at.is_some() => CallState::Ended,
+                Some(_) => CallState::Live,
+            },
+            Err(_) => CallState::Unknown,
+        }
+    }
+
     /// Whether the turn is already in its call's transcript (stored by a run that stopped
     /// before it could forget the turn): same speaker, same text, stored after it ended.
     fn already_stored(&self, meta: &TurnMeta, text: &str) -> bool {
@@ -841,6 +861,22 @@ pub(crate) fn drain(shared: Arc<Shared>) {
         if let Some((at, generation)) = retry_at {
             if Instant::now() < at && generation == shared.engine_generation() {
                 finals.wait_kick(seen, at - Instant::now());
+                continue;
+            }
+        }
+        // A call deleted meanwhile takes its audio with it; an ended one takes no more turns.
+        match shared.call_state(&meta.call_id) {
+            CallState::Live | CallState::Unknown => {}
+            CallState::Ended => {
+                tracing::warn!(seq = meta.seq, "a backlog turn's call has ended: it cannot be added");
+                shared.count_gone(&meta);
+                shared.backlog.remove(meta.seq);
+                shared.changed();
+                continue;
+            }
+            CallState::Deleted => {
+                shared.backlog.remove(meta.seq);
+                shared.changed();
                 continue;
             }
         }

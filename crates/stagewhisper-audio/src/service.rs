@@ -31,7 +31,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
@@ -42,8 +42,6 @@ pub const SETTINGS_FILE: &str = "audio.json";
 pub const STOP_WAIT: Duration = Duration::from_secs(10);
 /// How often levels are published.
 const LEVEL_EVERY: Duration = Duration::from_millis(100);
-/// How long a new engine may take to load before turns wait in the backlog.
-const ENGINE_LOAD: Duration = Duration::from_secs(60);
 
 /// The pipeline's factory for `Config::ears` (both binaries).
 pub fn factory() -> EarsFactory {
@@ -65,7 +63,7 @@ enum ChannelState {
 /// The current engine: built (or why it cannot be), and how its last attempt went.
 struct EngineSlot {
     settings: EngineSettings,
-    /// `None` while it loads.
+    /// `None` until first needed (an app that never listens loads no engine).
     engine: Option<Result<Arc<dyn Engine>, EngineError>>,
     generation: u64,
     /// The last failure since its last success.
@@ -124,7 +122,6 @@ pub(crate) struct Shared {
     seq: Mutex<u64>,
     state: Mutex<State>,
     engine: Mutex<EngineSlot>,
-    engine_ready: Condvar,
     published: Mutex<Option<AudioStatus>>,
 }
 
@@ -155,17 +152,26 @@ impl Shared {
         self.state.lock().unwrap().settings.clone()
     }
 
-    /// The current engine, waiting (bounded) while it loads.
+    /// The current engine, built when first needed (building is quick: an engine loads its
+    /// model in the background, or on its first utterance).
     pub fn engine(&self) -> Result<Arc<dyn Engine>, EngineError> {
-        let g = self.engine.lock().unwrap();
-        let (g, _) = self
-            .engine_ready
-            .wait_timeout_while(g, ENGINE_LOAD, |s| s.engine.is_none())
-            .unwrap();
-        match &g.engine {
-            Some(r) => r.clone(),
-            None => Err(EngineError::down("the speech engine is still loading")),
+        let (built, fresh) = {
+            let mut slot = self.engine.lock().unwrap();
+            let fresh = slot.engine.is_none();
+            if fresh {
+                let built = engine::build(&slot.settings);
+                if let Err(e) = &built {
+                    tracing::warn!(kind = slot.settings.kind(), error = %e, "the speech engine cannot be used");
+                }
+                slot.engine = Some(built);
+            }
+            (slot.engine.clone().expect("set above"), fresh)
+        };
+        if fresh {
+            self.finals.kick();
+            self.changed();
         }
+        built
     }
 
     pub fn engine_generation(&self) -> u64 {
@@ -261,7 +267,11 @@ impl Shared {
             let e = self.engine.lock().unwrap();
             let kind = e.settings.kind().to_string();
             let (state, detail, failing) = match (&e.engine, &e.failing) {
-                (None, _) => ("ready", "Loading the speech engine…".to_string(), None),
+                (None, _) => (
+                    "ready",
+                    "Loads when listening starts.".to_string(),
+                    None,
+                ),
                 (Some(Err(err)), _) | (Some(Ok(_)), Some(err)) => {
                     let state = if err.kind == EngineErrorKind::Unavailable {
                         "unavailable"
@@ -646,11 +656,9 @@ impl AudioService {
                 generation: 0,
                 failing: None,
             }),
-            engine_ready: Condvar::new(),
             published: Mutex::new(None),
             ctx,
         });
-        load_engine(&shared, settings.engine.clone(), 0);
         let drainer = {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -806,32 +814,6 @@ fn unavailable_words(e: &CaptureError) -> String {
     }
 }
 
-/// Builds the engine of `settings` on a thread of its own; the slot takes it if no newer
-/// engine was chosen meanwhile.
-fn load_engine(shared: &Arc<Shared>, settings: EngineSettings, generation: u64) {
-    let shared = shared.clone();
-    std::thread::Builder::new()
-        .name("sw-engine-load".into())
-        .spawn(move || {
-            let built = engine::build(&settings);
-            if let Err(e) = &built {
-                tracing::warn!(kind = settings.kind(), error = %e, "the speech engine cannot be used");
-            }
-            {
-                let mut slot = shared.engine.lock().unwrap();
-                if slot.generation != generation {
-                    return;
-                }
-                slot.engine = Some(built);
-                slot.failing = None;
-            }
-            shared.engine_ready.notify_all();
-            shared.finals.kick();
-            shared.changed();
-        })
-        .expect("spawn an engine loader");
-}
-
 impl Ears for AudioService {
     fn sources(&self) -> BoxFuture<'_, Result<Vec<SourceView>, AudioError>> {
         Box::pin(async move { Ok(self.list().await?.iter().map(Source::view).collect()) })
@@ -898,8 +880,10 @@ impl Ears for AudioService {
                     slot.failing = None;
                     slot.generation
                 };
-                tracing::info!(kind = next.engine.kind(), "the speech engine changed");
-                load_engine(&self.shared, next.engine.clone(), generation);
+                tracing::info!(kind = next.engine.kind(), generation, "the speech engine changed");
+                // Built now, so Settings shows at once whether it can run here.
+                let shared = self.shared.clone();
+                let _ = self.blocking(move || shared.engine().map(|_| ())).await;
             }
             // Sources: a channel whose choice changed starts again at once.
             if let Some(l) = c.listening.as_mut() {
