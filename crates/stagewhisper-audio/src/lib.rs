@@ -5,10 +5,12 @@
 //! | [`pcm`] | the engines' format ([`pcm::RATE`]: 16 kHz mono `i16`), WAV reading (any rate, mono or stereo, 8–32-bit int and float) and writing, a streaming resampler to 16 kHz |
 //! | [`turns`] | voice activity (WebRTC's detector on 30 ms frames, plus an energy floor) and the [`turns::TurnMaker`]: where a turn starts, ends or is cut, from the sample count alone |
 //! | [`engine`] | the [`engine::Engine`] / [`engine::Utterance`] traits every speech recognition engine implements, [`engine::EngineError`], the engines ([`engine::builtin`]: PocketSphinx in process; [`engine::openai`]: an OpenAI-compatible transcription server) and [`engine::build`] from the settings |
+//! | [`file`] | a recording → turns → engine → segments `{start_ms, end_ms, speaker, text}` (`stagewhisper transcribe`) |
 //!
 //! Engines are blocking on purpose: callers run them on threads of their own, never on the async
 //! runtime's workers.
 
 pub mod engine;
+pub mod file;
 pub mod pcm;
 pub mod turns;
