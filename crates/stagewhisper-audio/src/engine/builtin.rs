@@ -30,6 +30,15 @@
 //! loading one (acoustic model, a 26 MB language model, the dictionary) takes a while, so each
 //! open utterance holds a decoder of its own, taken from a small pool and given back when the
 //! turn is done; building the engine loads the first one in the background.
+//!
+//! PocketSphinx normalises each turn by a running cepstral mean (its live CMN) that starts from
+//! the model's default and is updated as each turn ends. A fresh decoder's first turn is
+//! therefore heard through a mean that is not this channel's (on espeak-ng speech, "our
+//! budget is about twenty thousand dollars" came out as "our duties ah twenty thousand dollars
+//! apiece eduardo", and as "but it is about twenty thousand dollars the worker" on every later
+//! turn). So a fresh decoder's first turn is kept and decoded a second time at `finish`, once
+//! its own mean is known: it then reads as later turns do, for the cost of one more pass over
+//! one turn per decoder (two decoders at most are kept).
 
 use super::{Engine, EngineError, Utterance};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -194,6 +203,8 @@ impl ModelPaths {
 struct Decoder {
     ps: *mut c_void,
     lib: Arc<Lib>,
+    /// It has not finished a turn yet: its cepstral mean is still the model's default.
+    fresh: bool,
 }
 
 // SAFETY: a decoder is used by one thread at a time (it is owned by one `Utterance` or sits in
@@ -238,6 +249,7 @@ impl Decoder {
         Ok(Decoder {
             ps,
             lib: lib.clone(),
+            fresh: true,
         })
     }
 
@@ -385,6 +397,7 @@ impl Engine for BuiltinEngine {
             ));
         }
         Ok(Box::new(SphinxUtterance {
+            kept: if d.fresh { Some(Vec::new()) } else { None },
             decoder: Some(d),
             pool: self.pool.clone(),
         }))
@@ -394,6 +407,8 @@ impl Engine for BuiltinEngine {
 struct SphinxUtterance {
     decoder: Option<Decoder>,
     pool: Arc<Pool>,
+    /// A fresh decoder's first turn, kept to be decoded again once its mean is known.
+    kept: Option<Vec<i16>>,
 }
 
 impl Utterance for SphinxUtterance {
@@ -403,6 +418,9 @@ impl Utterance for SphinxUtterance {
                 "PocketSphinx failed earlier in this turn",
             ));
         };
+        if let Some(k) = &mut self.kept {
+            k.extend_from_slice(samples);
+        }
         if samples.is_empty() || d.process(samples) {
             return Ok(());
         }
@@ -428,6 +446,16 @@ impl Utterance for SphinxUtterance {
             return Err(EngineError::decode(
                 "PocketSphinx could not end the utterance",
             ));
+        }
+        // A fresh decoder heard its first turn with the model's default cepstral mean (its
+        // live CMN adapts only as turns end): once more, now that the mean is this audio's.
+        if let Some(first) = self.kept.take() {
+            d.fresh = false;
+            if !(d.start() && d.process(&first) && d.end()) {
+                return Err(EngineError::decode(
+                    "PocketSphinx could not decode the audio",
+                ));
+            }
         }
         let text = d.hyp();
         self.pool.give_back(d);

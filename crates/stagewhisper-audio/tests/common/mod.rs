@@ -90,13 +90,17 @@ impl WhisperServer {
     /// [`missing`]. `extra`: more arguments (e.g. `--api-key`).
     pub fn start(extra: &[&str]) -> Option<WhisperServer> {
         let root = repo_root();
-        let python = std::env::var_os("SW_WHISPER_PYTHON")
+        // Where tests/whisper/install.sh puts it; its stamp is written last, so a venv being
+        // installed right now does not count.
+        let venv = std::env::var_os("SW_WHISPER_DIR")
             .map(PathBuf::from)
-            .unwrap_or_else(|| root.join(".peers/whisper/venv/bin/python"));
-        if !python.is_file() {
+            .unwrap_or_else(|| root.join(".peers/whisper"))
+            .join("venv");
+        let python = venv.join("bin/python");
+        if !python.is_file() || !venv.join(".requirements.sha256").is_file() {
             return missing(&format!(
                 "the Whisper test server's venv is not installed ({}; run tests/whisper/install.sh)",
-                python.display()
+                venv.display()
             ));
         }
         let mut child = Command::new(&python)
