@@ -868,7 +868,10 @@ pub(crate) fn drain(shared: Arc<Shared>) {
         match shared.call_state(&meta.call_id) {
             CallState::Live | CallState::Unknown => {}
             CallState::Ended => {
-                tracing::warn!(seq = meta.seq, "a backlog turn's call has ended: it cannot be added");
+                tracing::warn!(
+                    seq = meta.seq,
+                    "a backlog turn's call has ended: it cannot be added"
+                );
                 shared.count_gone(&meta);
                 shared.backlog.remove(meta.seq);
                 shared.changed();
@@ -1073,7 +1076,7 @@ mod tests {
     }
 
     #[test]
-    fn the_microphone_hearing_the_call_follows_its_level_at_a_lag() {
+    fn the_microphone_picking_up_the_call_follows_its_level_at_a_lag() {
         let call = pattern(7, 400);
         let system: Vec<(i64, f32)> = call
             .iter()

@@ -267,11 +267,7 @@ impl Shared {
             let e = self.engine.lock().unwrap();
             let kind = e.settings.kind().to_string();
             let (state, detail, failing) = match (&e.engine, &e.failing) {
-                (None, _) => (
-                    "ready",
-                    "Loads when listening starts.".to_string(),
-                    None,
-                ),
+                (None, _) => ("ready", "Loads when listening starts.".to_string(), None),
                 (Some(Err(err)), _) | (Some(Ok(_)), Some(err)) => {
                     let state = if err.kind == EngineErrorKind::Unavailable {
                         "unavailable"
@@ -880,7 +876,11 @@ impl Ears for AudioService {
                     slot.failing = None;
                     slot.generation
                 };
-                tracing::info!(kind = next.engine.kind(), generation, "the speech engine changed");
+                tracing::info!(
+                    kind = next.engine.kind(),
+                    generation,
+                    "the speech engine changed"
+                );
                 // Built now, so Settings shows at once whether it can run here.
                 let shared = self.shared.clone();
                 let _ = self.blocking(move || shared.engine().map(|_| ())).await;

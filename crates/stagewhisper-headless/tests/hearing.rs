@@ -178,7 +178,7 @@ fn listening_to_both(s: &Value) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn heard_speech_becomes_turns_of_you_and_them_reaches_the_assistant_and_stopping_stops() {
+async fn hearing_speech_becomes_turns_of_you_and_them_reaches_the_assistant_and_stopping_stops() {
     if !sound::tools("hearing: speech into the mic and the call") {
         return;
     }
@@ -427,7 +427,7 @@ fn backlog_files(data: &Path) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn turns_wait_on_disk_while_the_engine_is_down_survive_kill_9_and_are_transcribed_in_order_once(
+async fn hearing_turns_wait_on_disk_while_the_engine_is_down_survive_kill_9_and_are_transcribed_in_order_once(
 ) {
     if !sound::tools("hearing: the engine down, kill -9, the backlog") {
         return;
@@ -541,7 +541,7 @@ async fn turns_wait_on_disk_while_the_engine_is_down_survive_kill_9_and_are_tran
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unplugged_microphone_is_an_error_and_listening_resumes_when_it_is_back() {
+async fn hearing_an_unplugged_microphone_is_an_error_and_listening_resumes_when_it_is_back() {
     if !sound::tools("hearing: a device removed and back") {
         return;
     }
@@ -643,7 +643,7 @@ async fn an_unplugged_microphone_is_an_error_and_listening_resumes_when_it_is_ba
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_sound_server_the_audio_routes_say_why() {
+async fn hearing_without_a_sound_server_the_audio_routes_say_why() {
     let root = tempfile::tempdir().unwrap();
     let nowhere = root.path().join("no-server");
     let env = vec![(
