@@ -914,7 +914,7 @@ pub(crate) fn drain(shared: Arc<Shared>) {
                             shared.count_undecodable(&meta);
                             shared.backlog.remove(meta.seq);
                         } else {
-                            let wait = Duration::from_secs(1 << tries.min(4).saturating_sub(1))
+                            let wait = Duration::from_secs(1u64 << tries.saturating_sub(1).min(4))
                                 .min(BACKOFF_MAX);
                             tracing::info!(seq = meta.seq, tries, retry_in = ?wait, error = %e, "backlog: the engine failed");
                             retry_at = Some((Instant::now() + wait, generation));
