@@ -382,6 +382,7 @@ fn fsync_dir(dir: &Path) -> io::Result<()> {
 /// Writes `bytes` to `path` through a temporary file: whole or not at all, fsynced.
 fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)

@@ -523,6 +523,8 @@ fn save_settings(
     })
     .expect("serializable");
     let tmp = path.with_extension("json.tmp");
+    // A leftover temporary file would keep its own mode: start afresh (0600).
+    let _ = std::fs::remove_file(&tmp);
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -1167,4 +1169,56 @@ fn record_and_transcribe(
         peak: (peak.min(1.0) * 1000.0).round() / 1000.0,
         text: text.trim().to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn settings_are_saved_private_and_whole_with_the_call_listened_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SETTINGS_FILE);
+        assert_eq!(load_settings(&path), (AudioSettings::default(), None));
+        let mut s = AudioSettings {
+            mic: SourceChoice::Named("usb".into()),
+            system: SourceChoice::Off,
+            ..AudioSettings::default()
+        };
+        s.engine = EngineSettings::Openai {
+            base_url: "https://asr.example".into(),
+            model: "whisper-1".into(),
+            api_key: Some("sk-secret".into()),
+        };
+        save_settings(&path, &s, Some("call-1")).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(load_settings(&path), (s.clone(), Some("call-1".into())));
+        save_settings(&path, &s, None).unwrap();
+        assert_eq!(load_settings(&path).1, None);
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
+        // A damaged file: defaults, and the file kept aside for a person to look at.
+        std::fs::write(&path, b"{\"mic\": ").unwrap();
+        assert_eq!(load_settings(&path), (AudioSettings::default(), None));
+        assert!(path.with_extension("json.bad").exists());
+    }
+
+    #[test]
+    fn amounts_read_as_people_say_them() {
+        assert_eq!(seconds_words(7.4), "7 s");
+        assert_eq!(seconds_words(125.0), "2 min 5 s");
+        let b = BacklogStatus {
+            turns: 1,
+            seconds: 3.2,
+            dropped_seconds: 0.0,
+        };
+        assert_eq!(turns_words(&b), "1 turn (3 s of speech) is");
+        let e = EngineError::down("connection refused at 127.0.0.1:9");
+        assert_eq!(
+            engine_words(&e),
+            "Not answering (connection refused at 127.0.0.1:9)."
+        );
+    }
 }
