@@ -633,6 +633,24 @@ async fn hearing_an_unplugged_microphone_is_an_error_and_listening_resumes_when_
     let turn = wait_turn(&app, &call, 0, "Ana").await;
     assert!(!text(&turn).is_empty(), "{turn}");
 
+    // Another microphone while listening: it takes over at once, the call listens on.
+    let r = put_audio(
+        &app,
+        json!({"mic": "micfeed.monitor", "you_label": "Ana B"}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r}");
+    let s = wait_status(&app, "the other microphone in use", HEAR, |s| {
+        channel(s, "mic")["source"] == "micfeed.monitor" && s["state"] == "listening"
+    })
+    .await;
+    assert_eq!(s["call_id"], call.as_str());
+    assert_eq!(channel(&s, "system")["source"], "call.monitor");
+    let n = transcript(&app, &call).await.len();
+    pulse.play("micfeed", &words);
+    let turn = wait_turn(&app, &call, n, "Ana B").await;
+    assert!(!text(&turn).is_empty(), "{turn}");
+
     // Ending the call stops listening.
     let r = app
         .ui()
