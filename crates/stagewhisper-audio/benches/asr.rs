@@ -214,6 +214,8 @@ fn edits(reference: &[String], hypothesis: &[String]) -> usize {
 struct Run {
     config: String,
     wer: f64,
+    /// Per voice.
+    wer_by_voice: Vec<(&'static str, f64)>,
     rtf: f64,
     server_rtf: Option<f64>,
     latencies: Vec<Duration>,
@@ -246,6 +248,8 @@ fn run(
 ) -> Run {
     let busy0 = server.map(|s| s.stats()["busy_s"].as_f64().unwrap_or(0.0));
     let (mut edits_total, mut words_total) = (0usize, 0usize);
+    let mut by_voice: Vec<(&'static str, usize, usize)> =
+        VOICES.iter().map(|v| (*v, 0, 0)).collect();
     let mut engine_time = Duration::ZERO;
     let mut audio_samples = 0usize;
     let mut latencies = Vec::new();
@@ -285,6 +289,10 @@ fn run(
         let e = edits(&r, &h);
         edits_total += e;
         words_total += r.len();
+        if let Some(v) = by_voice.iter_mut().find(|v| v.0 == utt.voice) {
+            v.1 += e;
+            v.2 += r.len();
+        }
         if e > 0 {
             worst.push((e, format!("[{}] {}", utt.voice, utt.text), hyp));
         }
@@ -300,6 +308,10 @@ fn run(
     Run {
         config: config.into(),
         wer: edits_total as f64 / words_total.max(1) as f64,
+        wer_by_voice: by_voice
+            .iter()
+            .map(|(v, e, n)| (*v, *e as f64 / (*n).max(1) as f64))
+            .collect(),
         rtf: engine_time.as_secs_f64() / audio_s,
         server_rtf,
         turns: latencies.len(),
@@ -445,6 +457,17 @@ fn main() {
             max.as_secs_f64() * 1000.0,
             r.turns
         );
+        let voices: Vec<String> = r
+            .wer_by_voice
+            .iter()
+            .map(|(v, w)| format!("{v} {:.1}%", w * 100.0))
+            .collect();
+        println!(
+            "    WER by voice: {}; turns with a partial before the final: {}/{}",
+            voices.join(", "),
+            r.partials_seen,
+            r.turns
+        );
         for (reference, hyp) in &r.worst {
             println!("    worst: {reference}\n        -> {hyp}");
         }
@@ -452,6 +475,7 @@ fn main() {
             "section": "engines",
             "config": r.config,
             "wer": r.wer,
+            "wer_by_voice": r.wer_by_voice.iter().map(|(v, w)| json!({"voice": v, "wer": w})).collect::<Vec<_>>(),
             "rtf": r.rtf,
             "server_rtf": r.server_rtf,
             "latency_p50_ms": p50.as_secs_f64() * 1000.0,
