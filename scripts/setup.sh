@@ -11,6 +11,14 @@ APT_TEST=(chromium xvfb xauth webkit2gtk-driver imagemagick)
 APT_TEST+=(xdotool x11-utils dbus-daemon dbus-bin python3-dbus python3-gi)
 # A small window manager in the test's X display, for dragging and resizing the undecorated overlay.
 APT_TEST+=(openbox)
+# The built-in speech engine: PocketSphinx and its US-English model, loaded at run time (the app
+# runs without them; the engine then says how to install them). ./run installs them.
+APT_RUN=(libpocketsphinx3 pocketsphinx-en-us)
+# The speech tests and benchmark: the engine, and espeak-ng / sox to make the speech it hears
+# (with what they pull in: 30 MB of downloads, 24 of them the model; 13 s to install here).
+APT_TEST+=("${APT_RUN[@]}" espeak-ng sox)
+# Hearing the call's tests: a private PulseAudio per test (pactl, paplay from pulseaudio-utils).
+APT_TEST+=(pulseaudio pulseaudio-utils)
 # What the peers' installers and the namespace tests would otherwise apt-get themselves
 # (venvs, `ip`/`unshare`, TLS roots for the registries, ssh/sshd for the tunnel test). run-tests
 # installs these in the foreground, before its background installs start, so that no two

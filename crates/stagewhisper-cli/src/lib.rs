@@ -3,8 +3,10 @@
 //! toolkit linked at all). Nothing here depends on Tauri.
 //!
 //! Both binaries take the same flags, print the same JSON `ready` line on stdout (logs go to
-//! stderr), shut down gracefully on SIGINT/SIGTERM and have the same `transcript replay` and
-//! `export` subcommands.
+//! stderr), shut down gracefully on SIGINT/SIGTERM and have the same `transcript replay`,
+//! `export` and `transcribe` subcommands.
+
+pub mod transcribe;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser};
@@ -98,6 +100,10 @@ pub enum Command {
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Transcribe a recording (WAV) with the same turn-making as live listening: one segment
+    /// per turn, `{"start_ms", "end_ms", "speaker", "text"}`. Stereo: left "You", right "Them";
+    /// mono: "Them". Turns with no recognised words are left out. Needs no running app.
+    Transcribe(transcribe::TranscribeArgs),
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -136,6 +142,7 @@ pub fn run_command(command: Command, data_dir: Option<PathBuf>) -> anyhow::Resul
             }
             Ok(())
         }
+        Command::Transcribe(args) => transcribe::run(args),
     }
 }
 
@@ -239,6 +246,9 @@ pub fn core_config(cli: Cli) -> Config {
     config.durability = Durability::parse(&cli.durability).unwrap_or_default();
     config.assets = find_ui_dir(cli.ui_dir.as_deref())
         .map(|d| Arc::new(DirAssets::new(d)) as Arc<dyn stagewhisper_core::api::Assets>);
+    // Both binaries hear the call (the sound server is found at run time; without one the
+    // audio routes say why).
+    config.ears = Some(stagewhisper_audio::factory());
     config
 }
 

@@ -101,3 +101,28 @@ impl EngineError {
 
 /// Keeps an `Arc<dyn Engine>` nameable in signatures.
 pub type SharedEngine = Arc<dyn Engine>;
+
+pub mod builtin;
+pub mod openai;
+
+use stagewhisper_core::audio::EngineSettings;
+
+/// The engine the settings name. Quick (no model is loaded on this thread, no request made);
+/// [`EngineErrorKind::Unavailable`] when it cannot run here (PocketSphinx not installed),
+/// [`EngineErrorKind::Rejected`] for settings it cannot use (a malformed URL).
+pub fn build(settings: &EngineSettings) -> Result<Arc<dyn Engine>, EngineError> {
+    Ok(match settings {
+        EngineSettings::Builtin => Arc::new(builtin::BuiltinEngine::new(
+            builtin::BuiltinConfig::default(),
+        )?),
+        EngineSettings::Openai {
+            base_url,
+            model,
+            api_key,
+        } => Arc::new(openai::OpenAiEngine::new(openai::OpenAiConfig::new(
+            base_url,
+            model,
+            api_key.clone(),
+        ))?),
+    })
+}

@@ -85,7 +85,7 @@ async fn get_audio(State(api): St) -> ApiResult {
     responses((status = 200, body = AudioView),
         (status = 400, body = ErrorDoc, description = "`unknown_source`, `invalid_url`, `invalid_model`, `invalid_api_key`, `invalid_label`, `missing_field`, `invalid_field` (an unknown engine `kind`)"),
         (status = 500, body = ErrorDoc, description = "`config_write_failed`"),
-        (status = 503, body = ErrorDoc, description = "`audio_unavailable`: a named source cannot be checked without a sound server")))]
+        (status = 503, body = ErrorDoc, description = "`audio_unavailable`: a build without audio (without a sound server a source name is saved unchecked)")))]
 async fn put_audio(State(api): St, JsonBody(b): JsonBody<AudioUpdate>) -> ApiResult {
     let ears = ears(&api)?;
     b.check()?;

@@ -118,10 +118,12 @@ async fn create_call(State(api): St, JsonBody(b): JsonBody<NewSession>) -> ApiRe
     responses((status = 200, body = SessionView), (status = 404, body = ErrorDoc),
         (status = 409, body = ErrorDoc, description = "`not_a_call`")))]
 async fn end_call(State(api): St, Param(id): Param) -> ApiResult {
-    let s = api.conversation.end_call(&id).await?;
+    // Listening stops first, so the turn in progress and those being transcribed are stored
+    // while the call is still live (an ended call takes no more turns).
     if let Some(ears) = &api.ears {
         ears.stop(Some(&id)).await;
     }
+    let s = api.conversation.end_call(&id).await?;
     Ok(Reply::ok(s))
 }
 

@@ -1,0 +1,134 @@
+//! `stagewhisper transcribe FILE`: a recording through a speech engine, with the same
+//! turn-making as live listening, printed as JSONL, WebVTT or text.
+//!
+//! Exit status: 0 done (also when no speech was recognised: nothing is printed but the format's
+//! header, and stderr says so); 1 the file cannot be read (missing, empty, not audio, an
+//! unsupported format, truncated); 2 a usage error; 3 the engine failed (not installed, not
+//! answering, refusing). Every failure is one line on stderr:
+//! `stagewhisper transcribe: <code>: <what and why>`.
+
+use stagewhisper_audio::engine::builtin::{BuiltinConfig, BuiltinEngine};
+use stagewhisper_audio::engine::openai::{OpenAiConfig, OpenAiEngine};
+use stagewhisper_audio::engine::Engine;
+use stagewhisper_audio::file::{inspect, transcribe_inspected, FileError, FileOptions, Format};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The API key's environment variable (so that it need not be on the command line, where
+/// every user of the machine can read it in `ps`).
+pub const API_KEY_ENV: &str = "STAGEWHISPER_API_KEY";
+
+#[derive(Debug, clap::Args)]
+pub struct TranscribeArgs {
+    /// The recording: a WAV file (any sample rate; mono, or stereo with the microphone on the
+    /// left and the call on the right).
+    pub file: PathBuf,
+    /// `builtin` (PocketSphinx on this computer) or `openai` (an OpenAI-compatible
+    /// transcription server). Default: `openai` when --base-url is given, else `builtin`.
+    #[arg(long, value_parser = ["builtin", "openai"])]
+    pub engine: Option<String>,
+    /// The transcription server (`--engine openai`): the part before /v1/audio/transcriptions,
+    /// e.g. http://127.0.0.1:8000. The recording is sent there, turn by turn.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The model the server should use (`--engine openai`).
+    #[arg(long, value_name = "NAME", default_value = "whisper-1")]
+    pub model: String,
+    /// The server's API key (`--engine openai`; sent as a Bearer token). Prefer the
+    /// environment variable: a command line is visible to every user of the machine.
+    #[arg(long, value_name = "KEY", env = API_KEY_ENV, hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// `jsonl` (one {"start_ms","end_ms","speaker","text"} a line), `vtt` (WebVTT) or `text`.
+    #[arg(long, default_value = "jsonl", value_parser = ["jsonl", "vtt", "text"])]
+    pub format: String,
+}
+
+fn fail(code: &str, message: impl std::fmt::Display, status: i32) -> ! {
+    eprintln!("stagewhisper transcribe: {code}: {message}");
+    std::process::exit(status);
+}
+
+fn file_error(path: &Path, e: &FileError) -> ! {
+    match e {
+        FileError::Audio(a) => fail(e.code(), format!("{}: {a}", path.display()), 1),
+        FileError::Engine(_) => fail(e.code(), e, 3),
+    }
+}
+
+/// Runs `transcribe`; exits the process with the status above.
+pub fn run(args: TranscribeArgs) -> ! {
+    let TranscribeArgs {
+        file,
+        engine,
+        base_url,
+        model,
+        api_key,
+        format,
+    } = args;
+    let format = Format::parse(&format).expect("clap checked the format");
+    let kind = engine.unwrap_or_else(|| {
+        if base_url.is_some() {
+            "openai".into()
+        } else {
+            "builtin".into()
+        }
+    });
+    if kind == "builtin" && base_url.is_some() {
+        fail("usage", "--base-url is for --engine openai", 2);
+    }
+    if kind == "openai" && base_url.is_none() {
+        fail(
+            "usage",
+            "--engine openai needs --base-url (the transcription server, e.g. http://127.0.0.1:8000)",
+            2,
+        );
+    }
+    // The whole file is checked first: a bad one fails before anything is printed.
+    let (layout, duration_ms) = inspect(&file).unwrap_or_else(|e| file_error(&file, &e));
+    let engine: Box<dyn Engine> = match kind.as_str() {
+        "openai" => Box::new(
+            OpenAiEngine::new(OpenAiConfig::new(
+                base_url.as_deref().unwrap_or_default(),
+                &model,
+                api_key,
+            ))
+            .unwrap_or_else(|e| file_error(&file, &e.into())),
+        ),
+        _ => Box::new(
+            BuiltinEngine::new(BuiltinConfig::default())
+                .unwrap_or_else(|e| file_error(&file, &e.into())),
+        ),
+    };
+    let mut out = std::io::stdout().lock();
+    let mut write = |s: &str| {
+        if let Err(e) = out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                // The reader has gone (`| head`): nothing more to say.
+                std::process::exit(0);
+            }
+            fail(
+                "write_failed",
+                format!("cannot write the transcript: {e}"),
+                1,
+            );
+        }
+    };
+    write(format.header());
+    let report = transcribe_inspected(
+        &file,
+        layout,
+        duration_ms,
+        engine.as_ref(),
+        &FileOptions::default(),
+        &mut |segment| write(&format.render(&segment)),
+    )
+    .unwrap_or_else(|e| file_error(&file, &e));
+    if report.segments == 0 {
+        eprintln!(
+            "stagewhisper transcribe: no speech recognised in {} ({} s of audio)",
+            file.display(),
+            duration_ms / 1000
+        );
+    }
+    std::process::exit(0);
+}

