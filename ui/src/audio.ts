@@ -300,7 +300,7 @@ export class LevelMeter {
     this.el.setAttribute('aria-valuenow', String(pct));
     this.el.dataset.state = state;
     this.el.dataset.level = String(pct);
-    this.el.dataset.hot = String(pct >= 90);
+    this.el.dataset.hot = String(pct >= 95);
   }
 }
 
@@ -353,7 +353,8 @@ export class ListenControls {
     const c = audioChip(a, unavailable, call);
     this.el.dataset.state = c.state;
     this.toggle.setAttribute('aria-pressed', String(this.on));
-    this.toggle.textContent = this.busy ? (this.on ? 'Stopping…' : 'Starting…') : this.on ? 'Stop listening' : 'Listen';
+    // A toggle keeps its label; `aria-pressed` (and its look) says whether it is on.
+    this.toggle.textContent = this.busy ? (this.on ? 'Stopping…' : 'Starting…') : 'Listen';
     this.toggle.classList.toggle('is-on', this.on);
     this.toggle.disabled = this.busy || !a;
     const other = !!a && a.status.state !== 'idle' && !!a.status.call_id && a.status.call_id !== call;
@@ -368,7 +369,7 @@ export class ListenControls {
     this.chip.className = `chip chip-button ${c.cls}`;
     this.chip.dataset.state = c.state;
     // The error (or the backlog) in words on the bar itself; otherwise the short state.
-    this.chip.textContent = c.state === 'error' ? `Not hearing: ${shortDetail(c.title)}` : c.text;
+    this.chip.textContent = c.state === 'error' ? `Not hearing: ${shortDetail(c.title, 48)}` : c.text;
     this.chip.title = `${c.title}\n(Settings → Audio)`.trim();
     this.chip.setAttribute('aria-label', `${c.text}. ${c.title} Open the audio settings.`);
   }
@@ -395,9 +396,16 @@ export class ListenControls {
   }
 }
 
-/** The first sentence of a detail, for a chip (the whole detail is its tooltip). */
+/**
+ * The gist of a detail, for a chip (the whole detail is its tooltip): up to its first full stop,
+ * semicolon, colon or parenthesis, and at most `max` characters (cut at a word).
+ */
 export function shortDetail(detail: string, max = 80): string {
   const d = detail.trim();
-  const first = /^(.+?[.!?])(\s|$)/.exec(d)?.[1] ?? d;
-  return first.length > max ? `${first.slice(0, max - 1)}…` : first;
+  const gist = (/^(.+?)(?:[.;!?](?:\s|$)|:\s|\s\()/.exec(d)?.[1] ?? d).trim();
+  if (gist.length <= max) return gist;
+  const cut = gist.slice(0, max - 1);
+  if (gist[max - 1] === ' ') return `${cut}…`;
+  const sp = cut.lastIndexOf(' ');
+  return `${sp > max / 2 ? cut.slice(0, sp) : cut}…`;
 }

@@ -50,7 +50,7 @@ function safeStorage(): Storage | null {
   }
 }
 
-const ENGINE_STATE: Record<string, string> = { ready: 'Ready', down: 'Not answering', unavailable: 'Cannot run here' };
+const ENGINE_STATE: Record<string, string> = { ready: 'Engine ready', down: 'Engine not answering', unavailable: 'Engine cannot run here' };
 
 /** What the card says when the app cannot hear: no pipeline in this build, or no sound server. */
 export function unavailableHelp(kind: 'build' | 'server'): { title: string; steps: string[] } {
@@ -109,6 +109,8 @@ export class AudioSettings {
   private youLabel: HTMLInputElement;
   private themLabel: HTMLInputElement;
   private listenOnStart: HTMLInputElement;
+  /** What means nothing without an audio pipeline (the new-call preference, the engine form). */
+  private pipelineOnly: HTMLElement[] = [];
   private errors = new Map<Field, HTMLElement>();
   private saveBtn: HTMLButtonElement;
   private result = h('div', { class: 'setting-status assistant-result', id: 'audio-result', role: 'status', 'aria-live': 'polite' });
@@ -251,6 +253,13 @@ export class AudioSettings {
       void this.save();
     });
 
+    const newCalls = h(
+      'div',
+      { class: 'setting-row', id: 'audio-new-calls' },
+      h('div', { class: 'setting-label' }, 'New calls'),
+      h('div', { class: 'setting-field' }, h('label', { class: 'mode-option', for: 'audio-listen-on-start' }, this.listenOnStart, h('span', null, 'Start listening when I start a call'))),
+    );
+    this.pipelineOnly = [this.sourceFields, newCalls, form];
     this.card = h(
       'fieldset',
       { class: 'card', id: 'settings-audio', tabindex: '-1' },
@@ -259,12 +268,7 @@ export class AudioSettings {
       this.backlog,
       this.unavailableBox,
       this.sourceFields,
-      h(
-        'div',
-        { class: 'setting-row' },
-        h('div', { class: 'setting-label' }, 'New calls'),
-        h('div', { class: 'setting-field' }, h('label', { class: 'mode-option', for: 'audio-listen-on-start' }, this.listenOnStart, h('span', null, 'Start listening when I start a call'))),
-      ),
+      newCalls,
       form,
     );
     this.render(null, null);
@@ -379,8 +383,8 @@ export class AudioSettings {
       this.unavailableSteps.replaceChildren(...help.steps.map((s) => h('li', null, s)));
     }
 
-    // Sources (none to choose from without a pipeline).
-    this.sourceFields.hidden = !a;
+    // Sources, engine, labels: nothing to choose without a pipeline.
+    for (const el of this.pipelineOnly) el.hidden = !a;
     for (const [ch, sel] of this.selects) {
       const saved = a ? (ch === 'mic' ? a.mic : a.system) : null;
       const opts = sourceOptions(this.sources, ch, saved);
@@ -431,7 +435,7 @@ export class AudioSettings {
     this.notice.classList.toggle('audio-leaves', !!e?.leaves_machine);
     this.notice.dataset.leaves = String(!!e?.leaves_machine);
     const es = a?.status.engine;
-    this.engineState.textContent = es && es.state ? `${ENGINE_STATE[es.state] ?? es.state}${es.detail ? `: ${es.detail}` : ''}` : '';
+    this.engineState.textContent = es && es.state ? `${ENGINE_STATE[es.state] ?? `Engine ${es.state}`}${es.detail ? `: ${es.detail}` : '.'}` : '';
     this.engineState.hidden = !this.engineState.textContent;
     this.engineState.classList.toggle('field-error', !!es && (es.state === 'down' || es.state === 'unavailable'));
     this.paintEngine();

@@ -321,7 +321,10 @@ describe('audio helpers', () => {
     const backlog = normAudio(audio({ status: { ...FAILING, backlog: { turns: 3, seconds: 42, dropped_seconds: 0 } } }))!;
     expect(audioChip(backlog, null, CALL).title).toMatch(/3 turns \(42 s of speech\) wait to be transcribed/);
     expect(audioChip(null, 'no pipeline', CALL)).toMatchObject({ state: 'unavailable', text: 'Cannot hear' });
-    expect(shortDetail('The engine is down. Turns wait.')).toBe('The engine is down.');
+    expect(shortDetail('The engine is down. Turns wait.')).toBe('The engine is down');
+    expect(shortDetail('The microphone is gone (USB Headset unplugged).')).toBe('The microphone is gone');
+    expect(shortDetail('Engine not answering: http://127.0.0.1:8000 refused')).toBe('Engine not answering');
+    expect(shortDetail('The transcription server at the far end of the office network does not answer', 40)).toBe('The transcription server at the far end…');
   });
 });
 
@@ -747,7 +750,8 @@ describe('the app hearing the call', () => {
     await flush();
     expect(t.calls.some((c) => c.method === 'POST' && c.path === `/api/calls/${CALL}/listen`)).toBe(true);
     expect(toggle.getAttribute('aria-pressed')).toBe('true');
-    expect(toggle.textContent).toBe('Stop listening');
+    expect(toggle.textContent).toBe('Listen');
+    expect(toggle.classList.contains('is-on')).toBe(true);
     expect($('#audio-status')!.textContent).toBe('Listening');
     expect($('#listen-meters')!.hidden).toBe(false);
     t.push(level(0.25, 0.5));
