@@ -11,6 +11,8 @@ APT_TEST=(chromium xvfb xauth webkit2gtk-driver imagemagick)
 APT_TEST+=(xdotool x11-utils dbus-daemon dbus-bin python3-dbus python3-gi)
 # A small window manager in the test's X display, for dragging and resizing the undecorated overlay.
 APT_TEST+=(openbox)
+# The browser test of hearing a call (tests/browser/audio.test.mjs): a private PulseAudio, speech.
+APT_TEST+=(pulseaudio pulseaudio-utils espeak-ng)
 # What the peers' installers and the namespace tests would otherwise apt-get themselves
 # (venvs, `ip`/`unshare`, TLS roots for the registries, ssh/sshd for the tunnel test). run-tests
 # installs these in the foreground, before its background installs start, so that no two
