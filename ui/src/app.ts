@@ -936,9 +936,12 @@ export class App {
         this.settings.audio.render(this.store.audio, this.store.audioUnavailable);
         break;
       case 'levels':
+        // About ten a second: the meters move, nothing else is rendered.
         this.listen.levels(this.store.levels, this.store.audio);
         this.settings.audio.levels(this.store.levels);
-        break;
+        return;
+      case 'live':
+        return; // applied by the store already (levels, partials, status)
       case 'partials':
         if (c.sessionId === this.activeId) this.transcript.renderPartials(this.store.partialsOf(c.sessionId));
         break;

@@ -428,7 +428,6 @@ export class AudioSettings {
     const keySaved = e?.kind === 'openai' && e.api_key_set;
     this.keyState.textContent = keySaved ? 'a key is saved' : 'no key saved';
     this.keyState.className = `chip ${keySaved ? 'chip-ok' : 'chip-muted'}`;
-    this.apiKey.placeholder = keySaved ? 'Saved — leave empty to keep it' : 'Optional';
     this.keyRemove.hidden = !keySaved;
     this.notice.textContent = e?.notice ?? '';
     this.notice.hidden = !e?.notice;
@@ -471,6 +470,9 @@ export class AudioSettings {
     const leaves = changed && !!host && !isLoopbackUrl(url);
     this.draftNotice.hidden = !leaves;
     this.draftNotice.textContent = leaves ? `Once saved, the call’s audio leaves this computer: every turn you and the other side speak is sent to ${host}.` : '';
+    // A saved key belongs to its server: another address does not inherit it.
+    const keySaved = this.a?.engine.kind === 'openai' && this.a.engine.api_key_set;
+    this.apiKey.placeholder = !keySaved ? 'Optional' : url.replace(/\/+$/, '') === saved.replace(/\/+$/, '') ? 'Saved — leave empty to keep it' : 'The saved key stays with the old server: enter this one’s, if it needs one';
   }
 
   // ---- changes ------------------------------------------------------------------------------

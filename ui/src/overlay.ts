@@ -150,7 +150,7 @@ export class Overlay {
     this.store.subscribe((c) => {
       // Levels come about ten times a second: they only move the listening dot.
       if (c.kind === 'levels') return this.pulse();
-      if (c.kind === 'live') return;
+      if (c.kind === 'live' || c.kind === 'partials') return;
       if (c.kind === 'audio' && c.fromEvent && !this.store.audio) void this.refreshAudio();
       this.schedule();
     });

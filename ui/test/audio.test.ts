@@ -492,6 +492,12 @@ describe('Settings → Audio', () => {
     const notice = $('#audio-engine-notice');
     expect(notice.classList.contains('audio-leaves')).toBe(true);
     expect(notice.textContent).toMatch(/leaves this computer.*asr\.example\.net/);
+    expect(key.placeholder).toMatch(/leave empty to keep it/);
+    // Another server does not inherit the saved key: the field says so.
+    const url = $<HTMLInputElement>('#audio-base-url');
+    url.value = 'http://127.0.0.1:8000';
+    url.dispatchEvent(new Event('input'));
+    expect(key.placeholder).toMatch(/stays with the old server/);
     // The built-in engine keeps audio here: no warning.
     $<HTMLInputElement>('#audio-engine-builtin').click();
     card.render(normAudio(audio()), null);
