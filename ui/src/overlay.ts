@@ -103,7 +103,6 @@ export class Overlay {
       { class: 'ov-header' },
       h('span', { class: 'brand-mark', 'aria-hidden': 'true' }),
       this.titleEl,
-      this.hearingEl,
       h('span', { class: 'ov-spacer' }),
       open,
       close,
@@ -129,6 +128,7 @@ export class Overlay {
       'div',
       { class: 'overlay', id: 'overlay', 'data-conn': 'connecting' },
       header,
+      this.hearingEl,
       this.typingEl,
       h('div', { class: 'ov-scroll' }, this.list, this.empty),
       form,
@@ -242,7 +242,7 @@ export class Overlay {
     const hc = m.hearing;
     this.hearingEl.hidden = !hc;
     this.hearingEl.dataset.state = hc?.state ?? '';
-    this.hearingText.textContent = !hc ? '' : hc.state === 'error' ? `Not hearing: ${shortDetail(hc.title, 60)}` : hc.text;
+    this.hearingText.textContent = !hc ? '' : hc.state === 'error' ? `Not hearing: ${shortDetail(hc.title, 90)}` : hc.text;
     this.hearingEl.title = hc?.title ?? '';
     this.typingEl.hidden = !m.typing;
     this.typingEl.textContent = m.typing ?? '';
