@@ -17,7 +17,8 @@ APT_RUN=(libpocketsphinx3 pocketsphinx-en-us)
 # The speech tests and benchmark: the engine, and espeak-ng / sox to make the speech it hears
 # (with what they pull in: 30 MB of downloads, 24 of them the model; 13 s to install here).
 APT_TEST+=("${APT_RUN[@]}" espeak-ng sox)
-# Hearing the call's tests: a private PulseAudio per test (pactl, paplay from pulseaudio-utils).
+# Hearing the call's tests (black-box and browser): a private PulseAudio per test (pactl, paplay
+# from pulseaudio-utils).
 APT_TEST+=(pulseaudio pulseaudio-utils)
 # What the peers' installers and the namespace tests would otherwise apt-get themselves
 # (venvs, `ip`/`unshare`, TLS roots for the registries, ssh/sshd for the tunnel test). run-tests

@@ -4,13 +4,15 @@
 //
 // Environment:
 //   SW_E2E_BIN      path of the app binary (default: <repo>/target/debug/stagewhisper).
-//   SW_E2E_REQUIRE  =1: a missing binary fails the run instead of skipping it.
+//   SW_E2E_REQUIRE  =1: a missing binary fails the run instead of skipping it (and, for the
+//                   tests that hear a call, missing PulseAudio / espeak-ng too; so does
+//                   SW_AUDIO_REQUIRE=1).
 //   CHROMIUM        path of the browser (default: `command -v chromium`).
 
 import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -69,13 +71,14 @@ export function chromiumPath() {
  * Starts `stagewhisper --headless --data-dir <tmp> --ui-dir ui/dist [...extra]` and resolves with
  * its ready line. The process is killed by `stop()` (SIGTERM, then SIGKILL after 5 s), which also
  * deletes the data dir unless it was given (`{ dataDir }`: the caller keeps and removes it).
+ * `{ env }`: variables added to the app's environment (e.g. `PULSE_SERVER`).
  */
-export async function startApp(extra = [], { dataDir: given } = {}) {
+export async function startApp(extra = [], { dataDir: given, env = {} } = {}) {
   const app = appCommand();
   if (app.missing) throw new Error(`app binary missing: ${app.missing}`);
   const dataDir = given ?? (await mkdtemp(path.join(os.tmpdir(), 'sw-e2e-data-')));
   const args = [...app.args, '--headless', '--data-dir', dataDir, '--ui-dir', UI_DIST, ...extra];
-  const proc = spawn(app.cmd, args, { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info' } });
+  const proc = spawn(app.cmd, args, { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'info', ...env } });
   const stderr = [];
   proc.stderr.setEncoding('utf8');
   proc.stderr.on('data', (d) => {
@@ -328,6 +331,116 @@ export async function startFakeAssistant({ token }) {
       this.release();
       for (const s of sockets) s.destroy();
       await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+// ---- a private sound server ------------------------------------------------------------------
+
+/** The programs the tests that hear a call need (Debian: pulseaudio pulseaudio-utils espeak-ng). */
+export const AUDIO_TOOLS = ['pulseaudio', 'pactl', 'paplay', 'espeak-ng'];
+
+/** Whether audio tests must run (a missing tool fails them instead of skipping them). */
+export const audioRequired = () => process.env.SW_E2E_REQUIRE === '1' || process.env.SW_AUDIO_REQUIRE === '1';
+
+/** Why a private PulseAudio with speech cannot run here, or null. */
+export function audioSkipReason() {
+  const missing = AUDIO_TOOLS.filter((t) => {
+    try {
+      execFileSync('sh', ['-c', `command -v ${t}`], { stdio: 'ignore' });
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  return missing.length ? `missing ${missing.join(', ')} (apt-get install -y --no-install-recommends pulseaudio pulseaudio-utils espeak-ng)` : null;
+}
+
+/**
+ * A private PulseAudio (as root too; no --system) in a fresh runtime directory, with what a call
+ * needs: a null sink `call` (the call app's output: its monitor `call.monitor` is "Them"), a null
+ * sink `micfeed` and the source `mic` remapped from its monitor (what is played into `micfeed`
+ * is what the microphone hears: "You"); `call` and `mic` are the defaults. `env` points a client
+ * at it (`PULSE_SERVER`); `say(sink, text)` speaks into a sink with espeak-ng and waits until
+ * it has played; `stop()` ends the server (by its pid) and removes the directory.
+ */
+export async function startPulse() {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'sw-pulse-'));
+  await chmod(dir, 0o700);
+  const socket = path.join(dir, 'native');
+  const env = { ...process.env, HOME: dir, XDG_RUNTIME_DIR: dir, PULSE_SERVER: `unix:${socket}` };
+  const proc = spawn(
+    'pulseaudio',
+    [
+      '-n',
+      '--daemonize=no',
+      '--use-pid-file=no',
+      '--exit-idle-time=-1',
+      '--disallow-exit',
+      '--log-target=stderr',
+      '-L',
+      `module-native-protocol-unix socket=${socket} auth-anonymous=1`,
+      '-L',
+      'module-null-sink sink_name=call rate=48000 channels=2 sink_properties=device.description=Call',
+      '-L',
+      'module-null-sink sink_name=micfeed rate=48000 channels=1 sink_properties=device.description=Mic-feed',
+      '-L',
+      'module-remap-source master=micfeed.monitor source_name=mic source_properties=device.description=Test-microphone',
+    ],
+    { cwd: dir, env, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  const log = [];
+  proc.stderr.setEncoding('utf8');
+  proc.stderr.on('data', (d) => {
+    log.push(d);
+    if (log.length > 500) log.splice(0, 250);
+  });
+  let exited = null;
+  proc.on('exit', (code, signal) => (exited = { code, signal }));
+  const pactl = (...args) => execFileSync('pactl', args, { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    if (exited) throw new Error(`pulseaudio exited (${JSON.stringify(exited)}):\n${log.join('').slice(-3000)}`);
+    try {
+      pactl('info');
+      break;
+    } catch {
+      if (Date.now() > deadline) {
+        proc.kill('SIGKILL');
+        throw new Error(`pulseaudio did not answer within 15 s:\n${log.join('').slice(-3000)}`);
+      }
+      await sleep(100);
+    }
+  }
+  pactl('set-default-sink', 'call');
+  pactl('set-default-source', 'mic');
+  let n = 0;
+  return {
+    dir,
+    server: env.PULSE_SERVER,
+    env: { PULSE_SERVER: env.PULSE_SERVER },
+    pactl,
+    log: () => log.join(''),
+    /** Speaks `text` (espeak-ng, voice `voice`) into `sink` (`micfeed`: You; `call`: Them). */
+    async say(sink, text, { voice = 'en-us', speed = 140 } = {}) {
+      const wav = path.join(dir, `say-${++n}.wav`);
+      execFileSync('espeak-ng', ['-v', voice, '-s', String(speed), '-w', wav, text], { stdio: 'ignore' });
+      await new Promise((resolve, reject) => {
+        const p = spawn('paplay', ['-d', sink, wav], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+        let err = '';
+        p.stderr.on('data', (d) => (err += d));
+        p.on('error', reject);
+        p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`paplay -d ${sink} exited ${code}: ${err}`))));
+      });
+    },
+    async stop() {
+      if (exited === null) {
+        proc.kill('SIGTERM');
+        const t = setTimeout(() => proc.kill('SIGKILL'), 3000);
+        await new Promise((r) => (exited !== null ? r() : proc.once('exit', r)));
+        clearTimeout(t);
+      }
+      await rm(dir, { recursive: true, force: true });
     },
   };
 }

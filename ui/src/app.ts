@@ -2,6 +2,8 @@
 // views. State changes only through the store (events + API snapshots); views render from it.
 
 import { statusClass, statusLabel } from './assistant';
+import { apiError, ListenControls } from './audio';
+import { listenOnStart } from './audiosettings';
 import { ChatView } from './chat';
 import { canStop } from './kinds/gateway';
 import { DesktopSettings, toggleOverlay, type Invoke } from './desktop';
@@ -35,6 +37,8 @@ const TABS: { id: Tab; label: string; key: string }[] = [
 const ASSISTANT_POLL_MS = 5000;
 /** Reading the whole view again after a status event waits this long (events come in bursts). */
 const ASSISTANT_REFRESH_MS = 300;
+/** `GET /api/audio` after an `audio_status` event waits this long (the same reason). */
+const AUDIO_REFRESH_MS = 300;
 /**
  * `GET /api/tunnel` is read this often while Settings is open or a tunnel is configured (the
  * tunnel has no event on the stream), and faster while it is connecting.
@@ -91,6 +95,7 @@ export class App {
   private tunnelChip: HTMLButtonElement;
   private barError: HTMLElement;
   private authBanner: HTMLElement;
+  private listen: ListenControls;
 
   private flushQueued = false;
   private dirty = { bar: true, history: true, insights: true, badge: true, transcript: true };
@@ -108,6 +113,10 @@ export class App {
   private tunnelBusy = 0;
   private tunnelTimer: ReturnType<typeof setTimeout> | undefined;
   private tunnelPolledAt = 0;
+  // Hearing the call: answers to a `GET /api/audio` started before a change (PUT, listen) are
+  // dropped, as for the assistant.
+  private audioEpoch = 0;
+  private audioRefresh: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     mount: HTMLElement,
@@ -141,6 +150,14 @@ export class App {
       errorText,
       assistantCall: (m, p, b) => this.assistantCall(m, p, b),
       tunnelCall: (m, p, b) => this.tunnelCall(m, p, b),
+      audioCall: (m, p, b) => this.audioCall(m, p, b),
+    });
+    this.listen = new ListenControls({
+      setListening: (on) => this.setListening(on),
+      openSettings: () => {
+        this.setTab('settings');
+        this.settings.audio.focus();
+      },
     });
 
     const invoke: Invoke | null = transport.kind === 'tauri' && window.__TAURI__ ? (c, a) => window.__TAURI__!.core.invoke(c, a) : null;
@@ -196,6 +213,7 @@ export class App {
       { class: 'callbar' },
       h('div', { class: 'brand' }, h('span', { class: 'brand-mark', 'aria-hidden': 'true' }), 'StageWhisper'),
       this.callState,
+      this.listen.el,
       this.callActions,
       h(
         'div',
@@ -572,6 +590,56 @@ export class App {
     }
   }
 
+  // ---- hearing the call ------------------------------------------------------------------------
+
+  /** Reads `GET /api/audio` into the store (a build that cannot hear: why, from its 503). */
+  private async refreshAudio(): Promise<ApiResponse<unknown> | null> {
+    const epoch = this.audioEpoch;
+    const seq = this.store.audioStatusSeq;
+    const res = await this.api<unknown>('GET', '/api/audio').catch(() => null);
+    if (!res || epoch !== this.audioEpoch) return res;
+    if (res.status === 200) this.store.setAudio(res.body, seq);
+    else if (res.status === 503) this.store.setAudioUnavailable(apiError(res).message || 'The app cannot hear calls here.');
+    return res;
+  }
+
+  /** Settings → Audio's requests to `/api/audio`; a `200` goes to the store. */
+  async audioCall(method: string, path: string, body?: unknown): Promise<ApiResponse<unknown>> {
+    if (method === 'GET' && path === '/api/audio') {
+      const res = await this.refreshAudio();
+      if (!res) throw new Error('the app did not answer');
+      return res;
+    }
+    this.audioEpoch++;
+    const seq = this.store.audioStatusSeq;
+    const res = await this.api<unknown>(method, path, body);
+    if (res.status === 200 && path === '/api/audio') this.store.setAudio(res.body, seq);
+    return res;
+  }
+
+  /** The call bar's Listen toggle: `POST` / `DELETE /api/calls/{id}/listen`, then the status again. */
+  private async setListening(on: boolean): Promise<void> {
+    const sid = this.activeId;
+    if (!sid) return;
+    this.hideBarError();
+    this.audioEpoch++;
+    try {
+      const res = await this.api<unknown>(on ? 'POST' : 'DELETE', `/api/calls/${encodeURIComponent(sid)}/listen`);
+      if (res.status !== 200) this.showBarError(`Could not ${on ? 'start' : 'stop'} listening: ${errorText(res)}`);
+    } catch (e) {
+      this.showBarError(`Could not ${on ? 'start' : 'stop'} listening: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    await this.refreshAudio();
+  }
+
+  /** The Listen controls follow the open call while it is live. */
+  private renderListen(): void {
+    const s = this.activeId ? this.store.sessions.get(this.activeId) : undefined;
+    const live = !!s && s.is_call && !s.ended_at;
+    this.listen.render(live ? s.session_id : null, this.store.audio, this.store.audioUnavailable);
+    this.listen.levels(this.store.levels, this.store.audio);
+  }
+
   // ---- the assistant link ------------------------------------------------------------------
 
   /** A change to the link (`PUT` / `DELETE /api/assistant`, `POST …/check`); its answer goes to the store. */
@@ -693,8 +761,13 @@ export class App {
 
   private async startCall(): Promise<void> {
     this.hideBarError();
-    const res = await this.api<{ session_id?: string }>('POST', '/api/calls', {});
+    // Listening starts with the call when this window says so and the app can hear at all (a
+    // build that cannot refuses the whole request).
+    const listen = listenOnStart() && !!this.store.audio;
+    let res = await this.api<{ session_id?: string }>('POST', '/api/calls', listen ? { listen: true } : {});
+    if (listen && res.status === 503 && apiError(res).code === 'audio_unavailable') res = await this.api<{ session_id?: string }>('POST', '/api/calls', {});
     if (res.status !== 201 && res.status !== 200) return this.showBarError(`Could not start a call: ${errorText(res)}`);
+    if (listen) void this.refreshAudio();
     const sid = res.body?.session_id;
     if (!sid) return this.showBarError('Could not start a call: no session id in the answer.');
     this.open(sid, 'chat');
@@ -756,6 +829,7 @@ export class App {
       !sid ? 'No call open.' : s && !s.is_call ? 'This chat is not a call: it has no insights.' : 'No insights yet. They appear here during the call.',
     );
     this.transcript.bind(conv, s ?? null);
+    this.transcript.renderPartials(this.store.partialsOf(sid));
     this.dirty.transcript = true;
   }
 
@@ -771,6 +845,7 @@ export class App {
     this.transcript.panel.hidden = tab !== 'transcript';
     this.history.panel.hidden = tab !== 'history';
     this.settings.panel.hidden = tab !== 'settings';
+    this.settings.audio.setVisible(tab === 'settings');
     this.root.dataset.tab = tab;
     this.syncInsightsOpen();
     if (tab === 'chat') this.chat.shown();
@@ -862,6 +937,26 @@ export class App {
       case 'tunnel':
         this.renderTunnelChip();
         this.settings.tunnelChanged(this.store.tunnel);
+        break;
+      case 'audio':
+        if (c.fromEvent) {
+          // The event carries the status only: read the settings too (another window may have
+          // changed them), a moment later (events come in bursts).
+          clearTimeout(this.audioRefresh);
+          this.audioRefresh = setTimeout(() => void this.refreshAudio(), AUDIO_REFRESH_MS);
+        }
+        this.renderListen();
+        this.settings.audio.render(this.store.audio, this.store.audioUnavailable);
+        break;
+      case 'levels':
+        // About ten a second: the meters move, nothing else is rendered.
+        this.listen.levels(this.store.levels, this.store.audio);
+        this.settings.audio.levels(this.store.levels);
+        return;
+      case 'live':
+        return; // applied by the store already (levels, partials, status)
+      case 'partials':
+        if (c.sessionId === this.activeId) this.transcript.renderPartials(this.store.partialsOf(c.sessionId));
         break;
       case 'session-created':
         // A new call takes the screen: that is what the user is about to talk in.
@@ -973,6 +1068,7 @@ export class App {
       }
     }
     this.callState.replaceChildren(...state);
+    this.renderListen();
     // Keep focus on the button the user just pressed, if it is re-created.
     const focusedId = (document.activeElement as HTMLElement | null)?.id;
     this.callActions.replaceChildren(...actions);
@@ -1033,7 +1129,14 @@ export class App {
   }
 
   private setConn(s: StreamState): void {
+    const was = this.conn;
     this.conn = s;
+    if (s === 'live' && was !== 'live') {
+      // Live-only events are not replayed: partials from before a drop may never be finished,
+      // and the audio status may have changed meanwhile.
+      if (was === 'reconnecting') this.store.clearPartials();
+      void this.refreshAudio();
+    }
     this.root.dataset.conn = s;
     this.connChip.hidden = s === 'live';
     this.connChip.className = `chip chip-conn chip-${s}`;

@@ -1,8 +1,10 @@
 // The compact overlay (`?view=overlay`): the newest insights of the live call, the assistant's
-// typing state and a one-line input to message it. It reads the same event stream as the main
+// typing state, whether the app is hearing the call (listening, or why not) and a one-line input
+// to message it. It reads the same event stream as the main
 // window (its own Store fed by the same Transport), so nothing here has a data path of its own.
 // In the desktop app it is the always-on-top "overlay" window; in a browser, a popup or a tab.
 
+import { apiError, audioChip, meterFraction, shortDetail, type AudioChip } from './audio';
 import { clockTime, h } from './dom';
 import { renderInline } from './markdown';
 import { Store, type Conversation } from './store';
@@ -33,6 +35,8 @@ export function pickCall(sessions: Session[]): Session | null {
 export interface OverlayModel {
   call: Session | null;
   live: boolean;
+  /** Hearing the followed live call (null: no live call, or a build that cannot hear). */
+  hearing: AudioChip | null;
   insights: Insight[];
   /** "Assistant is typing…" (or its label) while a reply or an insight is being written. */
   typing: string | null;
@@ -50,9 +54,11 @@ function typingText(conv: Conversation | undefined): string | null {
 export function overlayModel(store: Store): OverlayModel {
   const call = pickCall(store.sessionList());
   const conv = call ? store.conv(call.session_id) : undefined;
+  const live = !!call && !call.ended_at;
   return {
     call,
-    live: !!call && !call.ended_at,
+    live,
+    hearing: live && store.audio ? audioChip(store.audio, null, call.session_id) : null,
     insights: conv ? conv.insights.slice(0, OVERLAY_INSIGHTS) : [],
     typing: typingText(conv),
   };
@@ -71,6 +77,9 @@ export class Overlay {
   private sub: Subscription | null = null;
   private root: HTMLElement;
   private titleEl = h('span', { class: 'ov-title', id: 'overlay-title' });
+  private hearingEl = h('span', { class: 'ov-hearing', id: 'overlay-hearing', role: 'status', hidden: true });
+  private hearingDot = h('span', { class: 'ov-hearing-dot', 'aria-hidden': 'true' });
+  private hearingText = h('span', { class: 'ov-hearing-text' });
   private list = h('ol', { class: 'ov-insights', id: 'overlay-insights', 'aria-live': 'polite', 'aria-label': 'Newest insights' });
   private empty = h('p', { class: 'ov-empty' });
   private typingEl = h('div', { class: 'ov-typing', id: 'overlay-typing', role: 'status', hidden: true });
@@ -119,6 +128,7 @@ export class Overlay {
       'div',
       { class: 'overlay', id: 'overlay', 'data-conn': 'connecting' },
       header,
+      this.hearingEl,
       this.typingEl,
       h('div', { class: 'ov-scroll' }, this.list, this.empty),
       form,
@@ -136,8 +146,31 @@ export class Overlay {
     }
     mount.replaceChildren(this.root);
     document.documentElement.classList.add('is-overlay');
-    this.store.subscribe(() => this.schedule());
+    this.hearingEl.append(this.hearingDot, this.hearingText);
+    this.store.subscribe((c) => {
+      // Levels come about ten times a second: they only move the listening dot.
+      if (c.kind === 'levels') return this.pulse();
+      if (c.kind === 'live' || c.kind === 'partials') return;
+      if (c.kind === 'audio' && c.fromEvent && !this.store.audio) void this.refreshAudio();
+      this.schedule();
+    });
     this.render();
+  }
+
+  /** `GET /api/audio` (the status is patched by `audio_status` events; live ones are not replayed). */
+  private async refreshAudio(): Promise<void> {
+    const seq = this.store.audioStatusSeq;
+    const res = await this.transport.api<unknown>('GET', '/api/audio').catch(() => null);
+    if (!res) return;
+    if (res.status === 200) this.store.setAudio(res.body, seq);
+    else if (res.status === 503) this.store.setAudioUnavailable(apiError(res).message || 'unavailable');
+  }
+
+  /** The listening dot follows the louder channel. */
+  private pulse(): void {
+    const l = this.store.levels;
+    const f = l ? Math.max(meterFraction(l.mic), meterFraction(l.system)) : 0;
+    this.hearingDot.style.setProperty('--level', f.toFixed(2));
   }
 
   async start(): Promise<void> {
@@ -148,6 +181,10 @@ export class Overlay {
         this.schedule();
       },
       state: (s: StreamState) => {
+        if (s === 'live' && this.root.dataset.conn !== 'live') {
+          if (this.root.dataset.conn === 'reconnecting') this.store.clearPartials();
+          void this.refreshAudio();
+        }
         this.root.dataset.conn = s;
         if (s === 'unauthorized') this.status.textContent = 'The UI token was not accepted.';
       },
@@ -206,6 +243,11 @@ export class Overlay {
     this.root.dataset.call = m.call?.session_id ?? '';
     this.titleEl.textContent = !m.call ? 'No call' : m.live ? 'Live call' : 'Last call';
     this.titleEl.classList.toggle('is-live', m.live);
+    const hc = m.hearing;
+    this.hearingEl.hidden = !hc;
+    this.hearingEl.dataset.state = hc?.state ?? '';
+    this.hearingText.textContent = !hc ? '' : hc.state === 'error' ? `Not hearing: ${shortDetail(hc.title, 90)}` : hc.text;
+    this.hearingEl.title = hc?.title ?? '';
     this.typingEl.hidden = !m.typing;
     this.typingEl.textContent = m.typing ?? '';
     this.list.replaceChildren(

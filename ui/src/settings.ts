@@ -1,13 +1,15 @@
 // Settings: the callback address and token (copy, rotate with confirmation), the data folder,
-// the assistant link (assistant.ts) and the callback tunnel (tunnel.ts).
+// the assistant link (assistant.ts), hearing the call (audiosettings.ts) and the callback tunnel
+// (tunnel.ts).
 
 import { AssistantSettings, type AssistantActions } from './assistant';
+import { AudioSettings, type AudioSettingsActions } from './audiosettings';
 import { copyText, h } from './dom';
 import type { ApiResponse } from './transport';
 import { TunnelSettings, type TunnelActions } from './tunnel';
 import type { Settings, Tunnel } from './types';
 
-export interface SettingsActions extends AssistantActions, Omit<TunnelActions, 'rotateToken'> {
+export interface SettingsActions extends AssistantActions, AudioSettingsActions, Omit<TunnelActions, 'rotateToken'> {
   api<T>(method: string, path: string, body?: unknown): Promise<ApiResponse<T>>;
   errorText(res: ApiResponse<unknown>): string;
 }
@@ -36,9 +38,11 @@ export class SettingsView {
   private revealed = false;
   readonly assistant: AssistantSettings;
   readonly tunnel: TunnelSettings;
+  readonly audio: AudioSettings;
 
   constructor(private actions: SettingsActions) {
     this.assistant = new AssistantSettings(actions);
+    this.audio = new AudioSettings(actions);
     this.tunnel = new TunnelSettings({ ...actions, rotateToken: () => this.askRotate(true) });
     this.revealBtn = h('button', { class: 'btn btn-small', type: 'button', 'aria-pressed': 'false' }, 'Show');
     this.revealBtn.addEventListener('click', () => {
@@ -75,6 +79,7 @@ export class SettingsView {
         { class: 'panel-scroll settings' },
         h('h2', null, 'Settings'),
         this.assistant.card,
+        this.audio.card,
         h(
           'fieldset',
           { class: 'card', id: 'settings-callback' },

@@ -19,14 +19,22 @@
 //   from `GET /api/sessions/{id}/typing` whenever its stream (re)connects, merged with the
 //   `liveSeq` it had when it asked (`Snapshot.typingAt`). A logged typing event (written by an
 //   older version, replayed from the log) is history and changes nothing.
+// - Hearing the call (audio.ts): `GET /api/audio` (or why it cannot be read), patched by
+//   `audio_status` events the same way; the latest `audio_level`; each call's partial turns from
+//   `transcript_partial` events (live only, no cursor: one per open turn, dropped by its
+//   `final: true` or after `PARTIAL_STALE_MS` without news).
 
+import { LEVEL_STALE_MS, normAudio, normAudioStatus, normLevels, normPartial, PARTIAL_STALE_MS } from './audio';
 import type {
   Assistant,
+  Audio,
+  AudioLevels,
   Delivery,
   DeliveryError,
   Insight,
   Message,
   MessageKind,
+  PartialTurn,
   PermissionState,
   Session,
   SwEvent,
@@ -59,6 +67,12 @@ export type Change =
   | { kind: 'assistant'; fromEvent: boolean }
   /** The callback tunnel changed (`/api/tunnel…` answers). */
   | { kind: 'tunnel' }
+  /** What the app reports about hearing the call changed; `fromEvent`: an `audio_status` event. */
+  | { kind: 'audio'; fromEvent: boolean }
+  /** New audio levels (about ten a second while listening or while the meters are on). */
+  | { kind: 'levels' }
+  /** A call's partial turns changed (one came, was replaced by its final, or went stale). */
+  | { kind: 'partials'; sessionId: string }
   /** A live-only event (`live: true`: a partial transcript, an audio level), as it came. */
   | { kind: 'live'; event: SwEvent };
 
@@ -97,6 +111,8 @@ export interface Conversation {
   /** The path of the next older page of insights / transcript turns; null: none (or loaded whole). */
   insightsOlder: string | null;
   transcriptOlder: string | null;
+  /** Turns being heard (live only), by `turn_id`, in the order they began. */
+  partials: Map<string, PartialTurn>;
 }
 
 export interface Snapshot {
@@ -485,6 +501,18 @@ export class Store {
   /** The callback tunnel as last reported (null until the first answer). */
   tunnel: Tunnel | null = null;
   private tunnelJson = '';
+  /** `GET /api/audio` as last answered, patched by `audio_status` events (null: not known). */
+  audio: Audio | null = null;
+  /** Why `GET /api/audio` cannot be answered (`503 audio_unavailable`: this build cannot hear). */
+  audioUnavailable: string | null = null;
+  private audioJson = '';
+  /** Counts `audio_status` events (they have no cursor): a snapshot asked for before one keeps its status. */
+  audioStatusSeq = 0;
+  /** The latest levels (null: none for `LEVEL_STALE_MS`). */
+  levels: AudioLevels | null = null;
+  private levelTimer: ReturnType<typeof setTimeout> | undefined;
+  private partialTimer: ReturnType<typeof setTimeout> | undefined;
+  private partialDue = Infinity;
 
   subscribe(fn: (c: Change) => void): () => void {
     this.listeners.add(fn);
@@ -522,6 +550,7 @@ export class Store {
         outside: new Map(),
         insightsOlder: null,
         transcriptOlder: null,
+        partials: new Map(),
       };
       this.convs.set(sessionId, c);
     }
@@ -577,6 +606,8 @@ export class Store {
       if (ev.type === 'typing_started' || ev.type === 'typing_stopped') {
         const t = normTyping(payload(ev, 'typing'));
         if (t) this.putTyping(t, ev.type === 'typing_started', ++this.liveSeq);
+      } else {
+        this.applyLive(ev);
       }
       this.emit({ kind: 'live', event: ev });
       return false;
@@ -624,6 +655,130 @@ export class Store {
       default:
         break; // unknown types are skipped (forward compatible); the cursor still advances
     }
+    return true;
+  }
+
+  // ---- live-only events (hearing the call) ----------------------------------------------------
+
+  private applyLive(ev: SwEvent): void {
+    switch (ev.type) {
+      case 'transcript_partial':
+        this.putPartial(ev);
+        break;
+      case 'audio_level': {
+        const l = normLevels(ev);
+        if (!l) break;
+        this.levels = l;
+        clearTimeout(this.levelTimer);
+        this.levelTimer = setTimeout(() => {
+          this.levels = null;
+          this.emit({ kind: 'levels' });
+        }, LEVEL_STALE_MS);
+        this.emit({ kind: 'levels' });
+        break;
+      }
+      case 'audio_status': {
+        const st = normAudioStatus(ev.status);
+        if (!st) break;
+        this.audioStatusSeq++;
+        if (this.audio) this.putAudio({ ...this.audio, status: st }, true);
+        // No snapshot yet: the app reads `GET /api/audio` after each status event anyway.
+        else this.emit({ kind: 'audio', fromEvent: true });
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  private putPartial(ev: SwEvent): void {
+    const now = Date.now();
+    const p = normPartial(ev, now);
+    if (!p) return;
+    const chat = this.route(p.partial.session_id).chat;
+    if (this.deleted.has(chat)) return;
+    const c = this.ensureConv(chat);
+    const key = p.partial.turn_id;
+    const prev = c.partials.get(key);
+    if (p.final) {
+      // Its stored turn comes (or came) as `transcript_added`.
+      if (c.partials.delete(key)) this.emit({ kind: 'partials', sessionId: chat });
+      return;
+    }
+    c.partials.set(key, { ...p.partial, session_id: chat, since: prev?.since ?? now });
+    this.schedulePartialSweep(now + PARTIAL_STALE_MS);
+    this.emit({ kind: 'partials', sessionId: chat });
+  }
+
+  /** A call's turns being heard, in the order they began. */
+  partialsOf(sessionId: string | null): PartialTurn[] {
+    const c = sessionId ? this.convs.get(sessionId) : undefined;
+    return c ? [...c.partials.values()] : [];
+  }
+
+  /** Drops every partial turn (the stream came back: those it missed cannot be trusted). */
+  clearPartials(): void {
+    for (const c of this.convs.values()) {
+      if (!c.partials.size) continue;
+      c.partials.clear();
+      this.emit({ kind: 'partials', sessionId: c.sessionId });
+    }
+  }
+
+  private schedulePartialSweep(due: number): void {
+    if (due >= this.partialDue) return;
+    clearTimeout(this.partialTimer);
+    this.partialDue = due;
+    this.partialTimer = setTimeout(() => this.sweepPartials(), Math.max(0, due - Date.now()));
+  }
+
+  /** Drops the partial turns with no news for `PARTIAL_STALE_MS`; wakes up again for the next. */
+  private sweepPartials(): void {
+    const now = Date.now();
+    this.partialDue = Infinity;
+    let next = Infinity;
+    for (const c of this.convs.values()) {
+      let dropped = false;
+      for (const [k, p] of c.partials) {
+        if (now - p.at >= PARTIAL_STALE_MS) {
+          c.partials.delete(k);
+          dropped = true;
+        } else next = Math.min(next, p.at + PARTIAL_STALE_MS);
+      }
+      if (dropped) this.emit({ kind: 'partials', sessionId: c.sessionId });
+    }
+    if (next < Infinity) this.schedulePartialSweep(next);
+  }
+
+  /**
+   * `GET` / `PUT /api/audio`'s answer, asked for when `audioStatusSeq` was `atSeq` (omitted: newer
+   * than every event): an `audio_status` event that came meanwhile keeps its status. Returns
+   * whether anything changed.
+   */
+  setAudio(raw: unknown, atSeq = Infinity): boolean {
+    const a = normAudio(raw);
+    if (!a) return false;
+    if (this.audio && this.audioStatusSeq > atSeq) a.status = this.audio.status;
+    this.audioUnavailable = null;
+    return this.putAudio(a, false);
+  }
+
+  /** `GET /api/audio` answered `503 audio_unavailable` (this build, or this machine, cannot hear). */
+  setAudioUnavailable(message: string): boolean {
+    if (this.audio === null && this.audioUnavailable === message) return false;
+    this.audio = null;
+    this.audioJson = '';
+    this.audioUnavailable = message;
+    this.emit({ kind: 'audio', fromEvent: false });
+    return true;
+  }
+
+  private putAudio(a: Audio, fromEvent: boolean): boolean {
+    const json = JSON.stringify(a);
+    if (json === this.audioJson) return false;
+    this.audioJson = json;
+    this.audio = a;
+    this.emit({ kind: 'audio', fromEvent });
     return true;
   }
 

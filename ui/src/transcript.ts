@@ -1,11 +1,12 @@
 // The Transcript tab: a call's final turns, oldest first (speaker, text, time into the call),
-// each with its delivery to the assistant; a failed turn can be retried. A small form adds a turn
-// by hand while the call is live.
+// each with its delivery to the assistant; a failed turn can be retried. Below them, greyed, the
+// turns being heard right now (live partials, one per open turn), each replaced by its final turn
+// when that is stored. A small form adds a turn by hand while the call is live.
 
 import { deliveryNote, runRetry } from './chat';
 import { duration, fullTime, h } from './dom';
 import { deliveryView, type Conversation } from './store';
-import type { Session, TranscriptTurn } from './types';
+import type { PartialTurn, Session, TranscriptTurn } from './types';
 
 export interface TranscriptActions {
   /** Sends a failed turn again; throws on failure. */
@@ -31,6 +32,9 @@ export class TranscriptView {
   private addBtn: HTMLButtonElement;
   private formError: HTMLElement;
   private items = new Map<string, { li: HTMLLIElement; turn: TranscriptTurn }>();
+  private partialList: HTMLOListElement;
+  private partialItems = new Map<string, { li: HTMLLIElement; who: HTMLElement; words: HTMLElement }>();
+  private partialCount = 0;
   private conv: Conversation | null = null;
   private session: Session | null = null;
   private adding = false;
@@ -49,9 +53,11 @@ export class TranscriptView {
       'aria-relevant': 'additions',
       'aria-label': 'Transcript, oldest first',
     });
+    // Not a live region: a partial changes every second or so; the final turn is announced.
+    this.partialList = h('ol', { class: 'turn-list partial-list', id: 'transcript-partials', 'aria-label': 'Being heard now', hidden: true });
     this.empty = h('div', { class: 'empty-state' });
     this.olderBtn = h('button', { class: 'btn btn-small list-older', id: 'transcript-older', type: 'button', hidden: true, onclick: () => this.older() }, 'Earlier turns');
-    this.scroller = h('div', { class: 'panel-scroll turn-scroller', tabindex: '0', 'aria-label': 'Transcript' }, this.olderBtn, this.list, this.empty);
+    this.scroller = h('div', { class: 'panel-scroll turn-scroller', tabindex: '0', 'aria-label': 'Transcript' }, this.olderBtn, this.list, this.partialList, this.empty);
     this.scroller.addEventListener('scroll', () => {
       if (this.panel.hidden) return;
       const el = this.scroller;
@@ -107,6 +113,7 @@ export class TranscriptView {
     if (!same) {
       this.items.clear();
       this.list.replaceChildren();
+      this.renderPartials([]);
     }
     if (!same) this.stick = true;
     this.render();
@@ -154,7 +161,7 @@ export class TranscriptView {
     }
     const isCall = !!s?.is_call;
     const live = isCall && !s?.ended_at;
-    this.empty.hidden = turns.length > 0;
+    this.empty.hidden = turns.length > 0 || this.partialCount > 0;
     this.empty.textContent = !conv
       ? 'No call open.'
       : s && !isCall
@@ -162,13 +169,57 @@ export class TranscriptView {
         : !conv.transcriptLoaded && !conv.loaded
           ? 'Loading…'
           : live
-            ? 'No transcript yet. Final turns appear here as they are posted to the call (POST /api/calls/{id}/transcript or `stagewhisper transcript replay`).'
+            ? 'No transcript yet. Press Listen in the call bar and what you and the other side say appears here as it is heard; turns can also be added by hand below, or posted to the call (POST /api/calls/{id}/transcript).'
             : 'This call has no transcript.';
     this.count.textContent = turns.length ? (turns.length === 1 ? '1 turn' : `${turns.length} turns`) + (conv?.transcriptOlder ? ' (latest)' : '') : '';
     this.olderBtn.hidden = !conv?.transcriptOlder || !this.actions.loadOlder;
     this.form.hidden = !live;
     this.head.hidden = !isCall;
     if (this.stick && turns.length && !this.panel.hidden) this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  /**
+   * The turns being heard now (greyed, oldest first): keyed by `turn_id`, so a partial that grows
+   * updates its row in place; a turn whose final came (or that went stale) leaves.
+   */
+  renderPartials(partials: PartialTurn[]): void {
+    const keep = new Set<string>();
+    let prevEl: Element | null = null;
+    for (const p of partials) {
+      keep.add(p.turn_id);
+      let item = this.partialItems.get(p.turn_id);
+      if (!item) {
+        const who = h('span', { class: 'turn-speaker-name' });
+        const words = h('span', { class: 'turn-words' });
+        const li = h(
+          'li',
+          { class: 'turn turn-partial', 'data-turn-id': p.turn_id },
+          h('span', { class: 'turn-offset turn-hearing', title: 'Being heard now' }, h('span', { class: 'hearing-dot', 'aria-hidden': 'true' })),
+          h('div', { class: 'turn-main' }, h('div', { class: 'turn-line' }, who, words)),
+        );
+        item = { li, who, words };
+        this.partialItems.set(p.turn_id, item);
+      }
+      item.li.dataset.channel = p.channel;
+      item.who.textContent = p.speaker ?? '';
+      item.who.hidden = !p.speaker;
+      // Before the engine has a guess the text is empty: someone is speaking.
+      item.words.textContent = p.text.trim() ? p.text : '…';
+      item.li.setAttribute('aria-label', `${p.speaker ?? 'Someone'} is speaking${p.text.trim() ? `: ${p.text}` : ''} (not final yet)`);
+      const want: Element | null = prevEl ? prevEl.nextElementSibling : this.partialList.firstElementChild;
+      if (want !== item.li) this.partialList.insertBefore(item.li, want);
+      prevEl = item.li;
+    }
+    for (const [key, item] of this.partialItems) {
+      if (!keep.has(key)) {
+        item.li.remove();
+        this.partialItems.delete(key);
+      }
+    }
+    this.partialCount = partials.length;
+    this.partialList.hidden = partials.length === 0;
+    this.empty.hidden = (this.conv?.transcript.length ?? 0) > 0 || partials.length > 0;
+    if (this.stick && !this.panel.hidden) this.scroller.scrollTop = this.scroller.scrollHeight;
   }
 
   private older(): void {

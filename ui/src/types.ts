@@ -165,6 +165,81 @@ export interface Tunnel {
   };
 }
 
+/** A source of the sound server (`GET /api/audio/sources`). */
+export interface AudioSource {
+  /** The server's name (what `mic` / `system` take). */
+  name: string;
+  description: string;
+  kind: 'microphone' | 'monitor';
+  /** What `"default"` means for that channel. */
+  is_default: boolean;
+}
+
+export type AudioChannel = 'mic' | 'system';
+
+/** The speech engine as answered (never the API key itself). */
+export interface AudioEngineView {
+  kind: 'builtin' | 'openai' | string;
+  base_url: string | null;
+  model: string | null;
+  /** `openai`: a key is saved. */
+  api_key_set: boolean;
+  /** The server is not on this computer: the call's audio is sent there. */
+  leaves_machine: boolean;
+  /** What happens to the call's audio, in plain words. */
+  notice: string;
+}
+
+export interface AudioChannelStatus {
+  channel: AudioChannel | string;
+  /** `off`, `listening` or `error`. */
+  state: string;
+  speaker: string;
+  source: string | null;
+  detail: string;
+}
+
+/** The pipeline's status (`GET /api/audio` `status`, the `audio_status` event). */
+export interface AudioStatus {
+  state: 'idle' | 'listening' | 'error' | string;
+  detail: string;
+  call_id: string | null;
+  channels: AudioChannelStatus[];
+  /** `state`: `ready`, `down` or `unavailable`. */
+  engine: { kind: string; state: string; detail: string };
+  backlog: { turns: number; seconds: number; dropped_seconds: number };
+}
+
+/** `GET /api/audio`: the audio settings and the status. */
+export interface Audio {
+  /** A source name, `"default"`, or `null` (off). */
+  mic: string | null;
+  system: string | null;
+  engine: AudioEngineView;
+  you_label: string;
+  them_label: string;
+  status: AudioStatus;
+}
+
+/** The two channels' levels (0–1 peaks; `null`: the channel is off). */
+export interface AudioLevels {
+  mic: number | null;
+  system: number | null;
+}
+
+/** A turn being heard (`transcript_partial`, live only): greyed until its final turn is stored. */
+export interface PartialTurn {
+  turn_id: string;
+  /** The call's chat session. */
+  session_id: string;
+  channel: AudioChannel | string;
+  speaker: string | null;
+  text: string;
+  /** `Date.now()` when the turn's first partial came / its last one. */
+  since: number;
+  at: number;
+}
+
 export interface Insight {
   id: string | number;
   /** The chat session the insight belongs to (not the `insights:` one). */

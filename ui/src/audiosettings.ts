@@ -1,0 +1,680 @@
+// Settings → Audio: where the app listens (the microphone for "You", the monitor of the output
+// for "Them", each with a live level meter and a Test that records a few seconds and shows what
+// the engine heard), the speech engine (built-in, or an OpenAI-compatible server: base URL, model,
+// a write-only API key, and in plain words whether call audio leaves this computer), the two
+// speaker labels, and whether a new call starts listening at once. A machine where the app
+// cannot hear (no sound server, or a build without the audio pipeline) gets an explanation and
+// what to do, not an empty list.
+//
+// As in assistant.ts, the inputs are the user's draft; everything shown about audio comes from
+// the store (`store.audio`, `store.levels`). The list of sources is this card's own (read when
+// Settings opens and while it stays open).
+
+import { apiError, audioErrorField, backlogText, hostOf, isLoopbackUrl, LevelMeter, METERS_RENEW_MS, METERS_SECONDS, normSources, sourceOptions, TEST_SECONDS, type AudioField } from './audio';
+import { h } from './dom';
+import type { ApiResponse } from './transport';
+import type { Audio, AudioChannel, AudioLevels, AudioSource } from './types';
+
+export interface AudioSettingsActions {
+  /** A request to `/api/audio` (`GET` / `PUT`) whose answer the app puts in the store. */
+  audioCall(method: string, path: string, body?: unknown): Promise<ApiResponse<unknown>>;
+  /** Any other control API request (sources, test, meters). */
+  api<T>(method: string, path: string, body?: unknown): Promise<ApiResponse<T>>;
+  errorText(res: ApiResponse<unknown>): string;
+}
+
+const LISTEN_ON_START_KEY = 'stagewhisper.listen_on_start';
+
+/** Whether "Start call" also starts listening (a preference of this window; on unless turned off). */
+export function listenOnStart(storage: Storage | null = safeStorage()): boolean {
+  try {
+    return storage?.getItem(LISTEN_ON_START_KEY) !== 'off';
+  } catch {
+    return true;
+  }
+}
+
+export function setListenOnStart(on: boolean, storage: Storage | null = safeStorage()): void {
+  try {
+    storage?.setItem(LISTEN_ON_START_KEY, on ? 'on' : 'off');
+  } catch {
+    /* storage disabled: the choice lasts for this page */
+  }
+}
+
+function safeStorage(): Storage | null {
+  try {
+    return typeof localStorage === 'undefined' ? null : localStorage;
+  } catch {
+    return null;
+  }
+}
+
+const ENGINE_STATE: Record<string, string> = { ready: 'Engine ready', down: 'Engine not answering', unavailable: 'Engine cannot run here' };
+
+/** What the card says when the app cannot hear: no pipeline in this build, or no sound server. */
+export function unavailableHelp(kind: 'build' | 'server'): { title: string; steps: string[] } {
+  if (kind === 'build') {
+    return {
+      title: 'This copy of StageWhisper cannot hear calls.',
+      steps: [
+        'It was built without the audio pipeline. Install the StageWhisper package (.deb or .rpm) or a build that includes it.',
+        'Meanwhile a transcript can still come in: typed in the Transcript tab, or posted to the call (POST /api/calls/{id}/transcript, stagewhisper transcript replay).',
+      ],
+    };
+  }
+  return {
+    title: 'StageWhisper cannot reach a sound server, so it cannot hear your microphone or the call.',
+    steps: [
+      'On a Linux desktop the sound server is PipeWire (with pipewire-pulse) or PulseAudio, running in your login session. In a terminal, pactl info should answer.',
+      'If it does not, install and start one: sudo apt install pipewire-pulse (or pulseaudio), then log out and back in.',
+      'If StageWhisper runs as another user, as a service or over SSH, it cannot see your session’s sound server: start it from your desktop session, or set PULSE_SERVER (for example unix:/run/user/1000/pulse/native) in its environment.',
+    ],
+  };
+}
+
+type Field = AudioField;
+
+export class AudioSettings {
+  readonly card: HTMLElement;
+  private a: Audio | null = null;
+  private unavailable: string | null = null;
+  /** The sources as last listed (null: not listed, see `sourcesError`). */
+  private sources: AudioSource[] | null = null;
+  private sourcesError: string | null = null;
+  private statusChip = h('span', { class: 'chip chip-muted', id: 'audio-settings-status' }, 'Loading…');
+  private statusText = h('p', { class: 'assistant-detail', id: 'audio-settings-detail' });
+  private backlog = h('p', { class: 'setting-note', id: 'audio-backlog', hidden: true });
+  private unavailableBox: HTMLElement;
+  private unavailableTitle = h('p', { class: 'audio-unavailable-title' });
+  private unavailableReason = h('p', { class: 'audio-unavailable-reason', id: 'audio-unavailable-reason' });
+  private unavailableSteps = h('ul', { class: 'audio-unavailable-steps' });
+  private retryBtn: HTMLButtonElement;
+  private selects = new Map<AudioChannel, HTMLSelectElement>();
+  private meters = new Map<AudioChannel, LevelMeter>();
+  private channelDetail = new Map<AudioChannel, HTMLElement>();
+  private testBtns = new Map<AudioChannel, HTMLButtonElement>();
+  private testResults = new Map<AudioChannel, HTMLElement>();
+  private sourceFields: HTMLElement;
+  private engineInputs = new Map<'builtin' | 'openai', HTMLInputElement>();
+  private baseUrl: HTMLInputElement;
+  private model: HTMLInputElement;
+  private apiKey: HTMLInputElement;
+  private keyState = h('span', { class: 'chip chip-muted', id: 'audio-key-state' }, 'no key');
+  private keyRemove: HTMLButtonElement;
+  private openaiFields: HTMLElement;
+  private notice = h('p', { class: 'audio-notice', id: 'audio-engine-notice' });
+  private draftNotice = h('p', { class: 'audio-notice audio-leaves', id: 'audio-engine-draft-notice', hidden: true });
+  private engineState = h('p', { class: 'setting-note', id: 'audio-engine-state' });
+  private youLabel: HTMLInputElement;
+  private themLabel: HTMLInputElement;
+  private listenOnStart: HTMLInputElement;
+  /** What means nothing without an audio pipeline (the new-call preference, the engine form). */
+  private pipelineOnly: HTMLElement[] = [];
+  private errors = new Map<Field, HTMLElement>();
+  private saveBtn: HTMLButtonElement;
+  private result = h('div', { class: 'setting-status assistant-result', id: 'audio-result', role: 'status', 'aria-live': 'polite' });
+  private dirty = new Set<Field>();
+  private busy = false;
+  private visible = false;
+  private renewTimer: ReturnType<typeof setTimeout> | undefined;
+  private testing: AudioChannel | null = null;
+
+  constructor(private actions: AudioSettingsActions) {
+    const err = (f: Field) => {
+      const el = h('div', { class: 'field-error', id: `audio-${f.replace('_', '-')}-error`, role: 'alert', hidden: true });
+      this.errors.set(f, el);
+      return el;
+    };
+    const row = (label: string, forId: string | null, ...field: (HTMLElement | null)[]) =>
+      h(
+        'div',
+        { class: 'setting-row setting-row-top' },
+        forId ? h('label', { class: 'setting-label', for: forId }, label) : h('div', { class: 'setting-label' }, label),
+        h('div', { class: 'setting-field setting-field-col' }, ...field),
+      );
+    const hint = (id: string, ...text: (string | HTMLElement)[]) => h('div', { class: 'setting-note', id }, ...text);
+
+    this.retryBtn = h('button', { class: 'btn btn-small', type: 'button', id: 'audio-retry' }, 'Check again');
+    this.retryBtn.addEventListener('click', () => void this.load());
+    this.unavailableBox = h(
+      'div',
+      { class: 'audio-unavailable', id: 'audio-unavailable', role: 'group', 'aria-labelledby': 'audio-unavailable-title', hidden: true },
+      this.unavailableTitle,
+      this.unavailableReason,
+      h('p', { class: 'audio-unavailable-what' }, 'What to do:'),
+      this.unavailableSteps,
+      h('div', { class: 'inline-field' }, this.retryBtn),
+    );
+    this.unavailableTitle.id = 'audio-unavailable-title';
+
+    // ---- sources -------------------------------------------------------------------------
+    const channelRow = (ch: AudioChannel, label: string, note: string) => {
+      const id = `audio-${ch}`;
+      const sel = h('select', { class: 'field-input audio-source', id, name: ch, 'aria-describedby': `${id}-detail ${id}-error` });
+      sel.addEventListener('change', () => void this.chooseSource(ch, sel.value));
+      this.selects.set(ch, sel);
+      const meter = new LevelMeter(`meter-${ch}`, ch === 'mic' ? 'Microphone level' : 'Call audio level');
+      this.meters.set(ch, meter);
+      const test = h('button', { class: 'btn btn-small', type: 'button', id: `audio-test-${ch}`, title: `Record ${TEST_SECONDS} s and show what the engine hears` }, 'Test');
+      test.addEventListener('click', () => void this.test(ch));
+      this.testBtns.set(ch, test);
+      const detail = h('div', { class: 'setting-note', id: `${id}-detail` }, note);
+      this.channelDetail.set(ch, detail);
+      const resultEl = h('div', { class: 'audio-test-result', id: `audio-test-${ch}-result`, role: 'status', 'aria-live': 'polite', hidden: true });
+      this.testResults.set(ch, resultEl);
+      return row(label, id, h('div', { class: 'inline-field audio-source-row' }, sel, meter.el, test), detail, err(ch), resultEl);
+    };
+    this.sourceFields = h(
+      'div',
+      { id: 'audio-sources' },
+      channelRow('mic', 'You (microphone)', 'Your side of the call.'),
+      channelRow('system', 'Them (call audio)', 'What plays on this computer: the other side of the call.'),
+      h('p', { class: 'setting-note audio-sources-hint' }, 'Headphones give the cleanest transcript: with speakers the microphone hears the other side too.'),
+    );
+
+    // ---- engine ---------------------------------------------------------------------------
+    const engines = h('div', { class: 'mode-options', id: 'audio-engines' });
+    for (const [id, label, hintText] of [
+      ['builtin', 'Built-in', 'PocketSphinx on this computer; works with no network'],
+      ['openai', 'Server', 'an OpenAI-compatible transcription server (a local Whisper server, or a cloud service)'],
+    ] as const) {
+      const radio = h('input', { type: 'radio', name: 'audio-engine', value: id, id: `audio-engine-${id}` });
+      radio.addEventListener('change', () => {
+        this.touch('engine');
+        this.paintEngine();
+      });
+      this.engineInputs.set(id, radio);
+      engines.append(h('label', { class: 'mode-option', for: `audio-engine-${id}` }, radio, h('span', { class: 'mode-name' }, label), h('span', { class: 'mode-hint' }, hintText)));
+    }
+    const input = (id: string, attrs: Record<string, string>) =>
+      h('input', { class: 'field-input', id, autocomplete: 'off', spellcheck: 'false', 'aria-describedby': `${id}-hint ${id}-error`, ...attrs });
+    this.baseUrl = input('audio-base-url', { type: 'url', name: 'base_url', placeholder: 'http://127.0.0.1:8000' });
+    this.model = input('audio-model', { type: 'text', name: 'model', placeholder: 'whisper-1, tiny.en, …', maxlength: '200' });
+    this.apiKey = input('audio-api-key', { type: 'password', name: 'api_key', autocomplete: 'new-password' });
+    this.apiKey.setAttribute('aria-describedby', 'audio-key-state audio-api-key-hint audio-api-key-error');
+    this.baseUrl.addEventListener('input', () => {
+      this.touch('base_url');
+      this.paintDraftNotice();
+    });
+    this.model.addEventListener('input', () => this.touch('model'));
+    this.apiKey.addEventListener('input', () => this.touch('api_key'));
+    this.keyRemove = h('button', { class: 'btn btn-small', type: 'button', id: 'audio-key-remove' }, 'Remove saved key');
+    this.keyRemove.addEventListener('click', () => void this.removeKey());
+    this.openaiFields = h(
+      'div',
+      { id: 'audio-openai-fields' },
+      row('Server', 'audio-base-url', this.baseUrl, hint('audio-base-url-hint', 'Its address; the app posts each turn to {address}/v1/audio/transcriptions.'), err('base_url')),
+      row('Model', 'audio-model', this.model, hint('audio-model-hint', 'The model the server should use.'), err('model')),
+      row(
+        'API key',
+        'audio-api-key',
+        h('div', { class: 'inline-field' }, this.apiKey, this.keyState, this.keyRemove),
+        hint('audio-api-key-hint', 'Optional; sent as a bearer token. Write-only: saved on this computer, never shown again.'),
+        err('api_key'),
+      ),
+    );
+
+    // ---- labels, preference ---------------------------------------------------------------
+    this.youLabel = input('audio-you-label', { type: 'text', name: 'you_label', maxlength: '100', placeholder: 'You' });
+    this.themLabel = input('audio-them-label', { type: 'text', name: 'them_label', maxlength: '100', placeholder: 'Them' });
+    this.youLabel.addEventListener('input', () => this.touch('you_label'));
+    this.themLabel.addEventListener('input', () => this.touch('them_label'));
+    this.listenOnStart = h('input', { type: 'checkbox', id: 'audio-listen-on-start' });
+    this.listenOnStart.checked = listenOnStart();
+    this.listenOnStart.addEventListener('change', () => setListenOnStart(this.listenOnStart.checked));
+
+    this.saveBtn = h('button', { class: 'btn btn-primary', type: 'submit', id: 'audio-save' }, 'Save');
+    const form = h(
+      'form',
+      { class: 'assistant-form', id: 'audio-form', novalidate: true, 'aria-label': 'Speech engine and speaker names' },
+      h(
+        'div',
+        { class: 'setting-row setting-row-top' },
+        h('div', { class: 'setting-label', id: 'audio-engine-label' }, 'Engine'),
+        h(
+          'div',
+          { class: 'setting-field setting-field-col' },
+          h('div', { role: 'radiogroup', 'aria-labelledby': 'audio-engine-label', 'aria-describedby': 'audio-engine-notice audio-engine-error' }, engines),
+          this.notice,
+          this.draftNotice,
+          this.engineState,
+          err('engine'),
+        ),
+      ),
+      this.openaiFields,
+      row('Your name', 'audio-you-label', this.youLabel, hint('audio-you-label-hint', 'The speaker of what your microphone hears.'), err('you_label')),
+      row('Their name', 'audio-them-label', this.themLabel, hint('audio-them-label-hint', 'The speaker of what the call’s audio carries.'), err('them_label')),
+      h('div', { class: 'form-actions' }, this.saveBtn),
+      this.result,
+    );
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      void this.save();
+    });
+
+    const newCalls = h(
+      'div',
+      { class: 'setting-row', id: 'audio-new-calls' },
+      h('div', { class: 'setting-label' }, 'New calls'),
+      h('div', { class: 'setting-field' }, h('label', { class: 'mode-option', for: 'audio-listen-on-start' }, this.listenOnStart, h('span', null, 'Start listening when I start a call'))),
+    );
+    this.pipelineOnly = [this.sourceFields, newCalls, form];
+    this.card = h(
+      'fieldset',
+      { class: 'card', id: 'settings-audio', tabindex: '-1' },
+      h('legend', null, 'Audio (hearing the call)'),
+      h('div', { class: 'assistant-status', 'aria-live': 'polite' }, this.statusChip, this.statusText),
+      this.backlog,
+      this.unavailableBox,
+      this.sourceFields,
+      newCalls,
+      form,
+    );
+    this.render(null, null);
+  }
+
+  focus(): void {
+    this.card.focus();
+    this.card.scrollIntoView({ block: 'start' });
+  }
+
+  // ---- loading, meters ----------------------------------------------------------------------
+
+  /** Settings is on screen (or not): read the sources and keep the meters going while it is. */
+  setVisible(on: boolean): void {
+    if (on === this.visible) return;
+    this.visible = on;
+    clearTimeout(this.renewTimer);
+    if (on) void this.load();
+  }
+
+  /** Reads the status and the sources again, then keeps the meters alive while visible. */
+  async load(): Promise<void> {
+    clearTimeout(this.renewTimer);
+    const res = await this.actions.audioCall('GET', '/api/audio').catch(() => null);
+    if (res && res.status === 200) await this.loadSources();
+    else this.paint();
+    this.keepMeters();
+  }
+
+  private async loadSources(): Promise<void> {
+    try {
+      const res = await this.actions.api<unknown>('GET', '/api/audio/sources');
+      const list = res.status === 200 ? normSources(res.body) : null;
+      if (list) {
+        this.sources = list;
+        this.sourcesError = null;
+      } else {
+        this.sources = null;
+        const e = apiError(res);
+        this.sourcesError = e.code === 'audio_unavailable' ? e.message || 'No sound server is reachable.' : `Could not list the sources: ${this.actions.errorText(res)}`;
+      }
+    } catch (e) {
+      this.sourcesError = `Could not list the sources: ${e instanceof Error ? e.message : String(e)}`;
+    }
+    this.paint();
+  }
+
+  /**
+   * While visible: `POST /api/audio/meters` (levels come as events for the next few seconds),
+   * renewed before it runs out; the sources are listed again each time (a headset plugged in).
+   */
+  private keepMeters(): void {
+    clearTimeout(this.renewTimer);
+    if (!this.visible) return;
+    if (this.a && !this.sourcesError && typeof document !== 'undefined' && document.visibilityState !== 'hidden') {
+      void this.actions.api('POST', '/api/audio/meters', { seconds: METERS_SECONDS }).catch(() => null);
+    }
+    this.renewTimer = setTimeout(() => {
+      if (!this.visible) return;
+      void (this.a ? this.loadSources() : this.load()).finally(() => this.keepMeters());
+    }, METERS_RENEW_MS);
+  }
+
+  // ---- rendering ----------------------------------------------------------------------------
+
+  /** Shows what the store has; fills the inputs the user is not editing. */
+  render(a: Audio | null, unavailable: string | null): void {
+    this.a = a;
+    this.unavailable = unavailable;
+    this.paint();
+  }
+
+  /** The latest levels (null: none coming). */
+  levels(l: AudioLevels | null): void {
+    for (const [ch, m] of this.meters) {
+      const v = l ? l[ch] : null;
+      const off = this.a ? (ch === 'mic' ? this.a.mic : this.a.system) === null : false;
+      m.set(v, off || (!!l && v === null));
+    }
+  }
+
+  private paint(): void {
+    const a = this.a;
+    const cannot: 'build' | 'server' | null = !a && this.unavailable ? 'build' : a && this.sourcesError && this.sources === null ? 'server' : null;
+    this.card.dataset.state = cannot ? `unavailable-${cannot}` : a ? a.status.state : 'loading';
+
+    // Status line.
+    if (!a) {
+      this.statusChip.className = 'chip chip-muted';
+      this.statusChip.textContent = this.unavailable ? 'Cannot hear' : 'Loading…';
+      this.statusText.textContent = this.unavailable ? '' : 'Reading the audio settings…';
+    } else {
+      const st = a.status;
+      this.statusChip.className = `chip ${st.state === 'listening' ? 'chip-ok' : st.state === 'error' ? 'chip-bad' : 'chip-muted'}`;
+      this.statusChip.textContent = st.state === 'listening' ? 'Listening' : st.state === 'error' ? 'Not hearing' : 'Not listening';
+      this.statusText.textContent = st.detail;
+    }
+    this.statusChip.dataset.state = a?.status.state ?? (this.unavailable ? 'unavailable' : 'loading');
+    const bl = backlogText(a?.status);
+    this.backlog.textContent = bl;
+    this.backlog.hidden = !bl;
+
+    // Why it cannot hear, and what to do.
+    this.unavailableBox.hidden = !cannot;
+    if (cannot) {
+      const reason = cannot === 'build' ? (this.unavailable ?? '') : (this.sourcesError ?? '');
+      const help = unavailableHelp(cannot);
+      this.unavailableBox.dataset.kind = cannot;
+      this.unavailableTitle.textContent = help.title;
+      this.unavailableReason.textContent = reason ? `The app says: ${reason}` : '';
+      this.unavailableReason.hidden = !reason;
+      this.unavailableSteps.replaceChildren(...help.steps.map((s) => h('li', null, s)));
+    }
+
+    // Sources, engine, labels: nothing to choose without a pipeline.
+    for (const el of this.pipelineOnly) el.hidden = !a;
+    for (const [ch, sel] of this.selects) {
+      const saved = a ? (ch === 'mic' ? a.mic : a.system) : null;
+      const opts = sourceOptions(this.sources, ch, saved);
+      const want = saved === null ? '' : saved;
+      const keepFocus = document.activeElement === sel;
+      const current = Array.from(sel.options).map((o) => `${o.value}\u0000${o.text}`).join('\u0001');
+      const next = opts.map((o) => `${o.value}\u0000${o.label}`).join('\u0001');
+      if (current !== next) {
+        sel.replaceChildren(...opts.map((o) => h('option', { value: o.value }, o.label)));
+        if (keepFocus) sel.focus();
+      }
+      if (!this.dirty.has(ch)) sel.value = want;
+      sel.disabled = !a || this.busy;
+      const st = a?.status.channels.find((c) => c.channel === ch);
+      const fallback = ch === 'mic' ? 'Your side of the call.' : 'What plays on this computer: the other side of the call.';
+      const none = this.sources !== null && !this.sources.some((s) => s.kind === (ch === 'mic' ? 'microphone' : 'monitor'));
+      const detailEl = this.channelDetail.get(ch)!;
+      detailEl.textContent =
+        st && st.state === 'error' && st.detail
+          ? st.detail
+          : none
+            ? ch === 'mic'
+              ? 'No microphone found: plug one in (the list updates by itself).'
+              : 'No output device to listen to.'
+            : st && st.state === 'listening' && st.source
+              ? `Listening to ${this.describe(st.source)}.`
+              : fallback;
+      detailEl.classList.toggle('field-error', !!st && st.state === 'error');
+      const test = this.testBtns.get(ch)!;
+      test.disabled = !a || saved === null || !!this.sourcesError || this.testing !== null;
+      test.title = saved === null ? 'This channel is off: choose a source first' : `Record ${TEST_SECONDS} s and show what the engine hears`;
+      this.meters.get(ch)!.el.hidden = !a || !!this.sourcesError;
+    }
+
+    // Engine.
+    const e = a?.engine;
+    if (!this.dirty.has('engine')) for (const [id, i] of this.engineInputs) i.checked = id === (e?.kind === 'openai' ? 'openai' : 'builtin');
+    if (!this.dirty.has('base_url')) this.baseUrl.value = e?.base_url ?? '';
+    if (!this.dirty.has('model')) this.model.value = e?.model ?? '';
+    if (!this.dirty.has('api_key')) this.apiKey.value = '';
+    const keySaved = e?.kind === 'openai' && e.api_key_set;
+    this.keyState.textContent = keySaved ? 'a key is saved' : 'no key saved';
+    this.keyState.className = `chip ${keySaved ? 'chip-ok' : 'chip-muted'}`;
+    this.keyRemove.hidden = !keySaved;
+    this.notice.textContent = e?.notice ?? '';
+    this.notice.hidden = !e?.notice;
+    this.notice.classList.toggle('audio-leaves', !!e?.leaves_machine);
+    this.notice.dataset.leaves = String(!!e?.leaves_machine);
+    const es = a?.status.engine;
+    this.engineState.textContent = es && es.state ? `${ENGINE_STATE[es.state] ?? `Engine ${es.state}`}${es.detail ? `: ${es.detail}` : '.'}` : '';
+    this.engineState.hidden = !this.engineState.textContent;
+    this.engineState.classList.toggle('field-error', !!es && (es.state === 'down' || es.state === 'unavailable'));
+    this.paintEngine();
+
+    // Labels.
+    if (!this.dirty.has('you_label')) this.youLabel.value = a?.you_label ?? '';
+    if (!this.dirty.has('them_label')) this.themLabel.value = a?.them_label ?? '';
+    const off = !a || this.busy;
+    for (const el of [this.baseUrl, this.model, this.apiKey, this.youLabel, this.themLabel, ...this.engineInputs.values()]) el.disabled = off;
+    this.saveBtn.disabled = off;
+    this.keyRemove.disabled = off;
+  }
+
+  private describe(name: string): string {
+    return this.sources?.find((s) => s.name === name)?.description ?? name;
+  }
+
+  private engineKind(): 'builtin' | 'openai' {
+    return this.engineInputs.get('openai')?.checked ? 'openai' : 'builtin';
+  }
+
+  private paintEngine(): void {
+    this.openaiFields.hidden = this.engineKind() !== 'openai';
+    this.paintDraftNotice();
+  }
+
+  /** Before saving: a server address that is not this computer means call audio will leave it. */
+  private paintDraftNotice(): void {
+    const url = this.baseUrl.value.trim();
+    const saved = this.a?.engine.kind === 'openai' ? (this.a.engine.base_url ?? '') : '';
+    const changed = this.engineKind() === 'openai' && (url !== saved || this.a?.engine.kind !== 'openai');
+    const host = hostOf(url);
+    const leaves = changed && !!host && !isLoopbackUrl(url);
+    this.draftNotice.hidden = !leaves;
+    this.draftNotice.textContent = leaves ? `Once saved, the call’s audio leaves this computer: every turn you and the other side speak is sent to ${host}.` : '';
+    // A saved key belongs to its server: another address does not inherit it.
+    const keySaved = this.a?.engine.kind === 'openai' && this.a.engine.api_key_set;
+    this.apiKey.placeholder = !keySaved ? 'Optional' : url.replace(/\/+$/, '') === saved.replace(/\/+$/, '') ? 'Saved — leave empty to keep it' : 'The saved key stays with the old server: enter this one’s, if it needs one';
+  }
+
+  // ---- changes ------------------------------------------------------------------------------
+
+  private touch(f: Field): void {
+    this.dirty.add(f);
+    this.setError(f, null);
+  }
+
+  private inputOf(f: Field): HTMLElement | undefined {
+    return {
+      mic: this.selects.get('mic'),
+      system: this.selects.get('system'),
+      engine: this.engineInputs.get(this.engineKind()),
+      base_url: this.baseUrl,
+      model: this.model,
+      api_key: this.apiKey,
+      you_label: this.youLabel,
+      them_label: this.themLabel,
+    }[f];
+  }
+
+  private setError(f: Field, text: string | null): void {
+    const el = this.errors.get(f);
+    if (!el) return;
+    el.hidden = !text;
+    el.textContent = text ?? '';
+    const input = this.inputOf(f);
+    if (text) input?.setAttribute('aria-invalid', 'true');
+    else input?.removeAttribute('aria-invalid');
+  }
+
+  /** Shows a refused `PUT /api/audio` next to the field it concerns (else in the result line). */
+  private problem(res: ApiResponse<unknown>, sent: Record<string, unknown>, what: string): void {
+    const e = apiError(res);
+    const field = e.code ? audioErrorField(e.code, e.message, sent) : null;
+    if (field) {
+      this.setError(field, e.message || e.code);
+      this.result.textContent = `${what}: see the highlighted field.`;
+      this.inputOf(field)?.focus();
+    } else {
+      this.result.textContent = `${what}: ${this.actions.errorText(res)}`;
+    }
+  }
+
+  private async put(body: Record<string, unknown>, what: string, done: string): Promise<boolean> {
+    this.busy = true;
+    this.paint();
+    this.result.textContent = 'Saving…';
+    try {
+      const res = await this.actions.audioCall('PUT', '/api/audio', body);
+      if (res.status !== 200) {
+        this.problem(res, body, what);
+        return false;
+      }
+      for (const k of Object.keys(body)) {
+        if (k === 'engine') for (const f of ['engine', 'base_url', 'model', 'api_key'] as const) this.dirty.delete(f);
+        else this.dirty.delete(k as Field);
+      }
+      this.result.textContent = done;
+      return true;
+    } catch (e) {
+      this.result.textContent = `${what}: ${e instanceof Error ? e.message : String(e)}`;
+      return false;
+    } finally {
+      this.busy = false;
+      this.paint();
+    }
+  }
+
+  /** A source picked: saved at once (while listening it takes effect without stopping the call). */
+  private async chooseSource(ch: AudioChannel, value: string): Promise<void> {
+    this.setError(ch, null);
+    this.dirty.add(ch);
+    const ok = await this.put({ [ch]: value === '' ? null : value }, 'Not changed', value === '' ? `${ch === 'mic' ? 'Microphone' : 'Call audio'} off.` : 'Saved.');
+    // Refused: the picker shows the saved source again (the error says why).
+    this.dirty.delete(ch);
+    if (!ok) this.paint();
+    this.levels(null);
+  }
+
+  /** The `PUT /api/audio` body for the engine and labels as the form says now (null: a field is missing). */
+  body(): Record<string, unknown> | null {
+    const b: Record<string, unknown> = {};
+    if (this.dirty.has('engine') || this.dirty.has('base_url') || this.dirty.has('model') || this.dirty.has('api_key')) {
+      if (this.engineKind() === 'builtin') b.engine = { kind: 'builtin' };
+      else {
+        const base_url = this.baseUrl.value.trim();
+        const model = this.model.value.trim();
+        if (!base_url) {
+          this.setError('base_url', 'Enter the server’s address, for example http://127.0.0.1:8000.');
+          return null;
+        }
+        if (!model) {
+          this.setError('model', 'Enter the model the server should use.');
+          return null;
+        }
+        const engine: Record<string, unknown> = { kind: 'openai', base_url, model };
+        const key = this.apiKey.value.trim();
+        if (key) engine.api_key = key;
+        b.engine = engine;
+      }
+    }
+    for (const [f, el] of [
+      ['you_label', this.youLabel],
+      ['them_label', this.themLabel],
+    ] as const) {
+      if (!this.dirty.has(f)) continue;
+      const v = el.value.trim();
+      if (!v) {
+        this.setError(f, 'Enter a name (1–100 characters).');
+        return null;
+      }
+      b[f] = v;
+    }
+    return b;
+  }
+
+  private async save(): Promise<void> {
+    if (this.busy) return;
+    for (const f of ['engine', 'base_url', 'model', 'api_key', 'you_label', 'them_label'] as const) this.setError(f, null);
+    const body = this.body();
+    if (!body) {
+      this.result.textContent = 'Not saved: see the highlighted field.';
+      for (const f of ['base_url', 'model', 'you_label', 'them_label'] as const) {
+        if (!this.errors.get(f)?.hidden) {
+          this.inputOf(f)?.focus();
+          break;
+        }
+      }
+      return;
+    }
+    if (!Object.keys(body).length) {
+      this.result.textContent = 'Nothing changed.';
+      return;
+    }
+    await this.put(body, 'Not saved', 'Saved.');
+  }
+
+  private async removeKey(): Promise<void> {
+    const e = this.a?.engine;
+    if (this.busy || !e || e.kind !== 'openai') return;
+    await this.put({ engine: { kind: 'openai', base_url: e.base_url ?? '', model: e.model ?? '', api_key: null } }, 'Key not removed', 'Saved key removed.');
+  }
+
+  // ---- test -----------------------------------------------------------------------------------
+
+  /** Records `TEST_SECONDS` of one channel and shows what the engine heard, and how loud it was. */
+  private async test(ch: AudioChannel): Promise<void> {
+    if (this.testing) return;
+    this.testing = ch;
+    const out = this.testResults.get(ch)!;
+    out.hidden = false;
+    out.className = 'audio-test-result';
+    let left = TEST_SECONDS;
+    const speak = ch === 'mic' ? 'speak now' : 'play something in the call';
+    out.textContent = `Recording ${left} s… ${speak}.`;
+    const tick = setInterval(() => {
+      left -= 1;
+      out.textContent = left > 0 ? `Recording ${left} s… ${speak}.` : 'Transcribing…';
+    }, 1000);
+    this.paint();
+    try {
+      const res = await this.actions.api<unknown>('POST', '/api/audio/test', { channel: ch, seconds: TEST_SECONDS });
+      clearInterval(tick);
+      if (res.status !== 200) {
+        const e = apiError(res);
+        out.classList.add('field-error');
+        out.textContent =
+          e.code === 'channel_off'
+            ? 'This channel is off: choose a source first.'
+            : e.code === 'engine_failed'
+              ? `Recorded, but the engine did not answer: ${e.message || 'no reason given'}`
+              : `Test failed: ${this.actions.errorText(res)}`;
+        return;
+      }
+      const r = res.body as { text?: unknown; peak?: unknown; source?: unknown; seconds?: unknown };
+      const text = typeof r.text === 'string' ? r.text.trim() : '';
+      const peak = typeof r.peak === 'number' && Number.isFinite(r.peak) ? r.peak : 0;
+      const meter = new LevelMeter(`audio-test-${ch}-peak`, 'Loudest moment of the test', true);
+      meter.set(peak);
+      const pct = Math.round(peak * 100);
+      out.replaceChildren(
+        h('div', { class: 'audio-test-heard' }, text ? h('span', null, 'Heard: ', h('q', { class: 'audio-test-text', id: `audio-test-${ch}-text` }, text)) : h('span', { id: `audio-test-${ch}-text` }, 'Nothing recognised.')),
+        h(
+          'div',
+          { class: 'setting-note audio-test-peak' },
+          'Loudest: ',
+          meter.el,
+          ` ${pct} %`,
+          peak <= 0 ? ' — nothing reached this source: is it muted, or the wrong one?' : peak < 0.02 ? ' — very quiet: check the input volume.' : '',
+          typeof r.source === 'string' && r.source ? ` · ${this.describe(r.source)}` : '',
+        ),
+      );
+      out.dataset.peak = String(peak);
+    } catch (e) {
+      clearInterval(tick);
+      out.classList.add('field-error');
+      out.textContent = `Test failed: ${e instanceof Error ? e.message : String(e)}`;
+    } finally {
+      this.testing = null;
+      this.paint();
+    }
+  }
+}
