@@ -25,8 +25,9 @@ if [[ "${SW_IN_NETNS:-}" != "1" ]]; then
   echo "== install (tests/gateway/install.sh)"
   "$HERE/install.sh"
   echo "== build the tests"
-  cargo test -p stagewhisper-core --test gateway_real --no-run
-  cargo test -p stagewhisper-headless --test gateway_app --no-run
+  # `--workspace` (not `-p`): the features then unify as in `cargo test --workspace`, so after
+  # it this is a no-op (with `-p` it compiled the core, the CLI and the binary again: 39 s cold).
+  cargo test --workspace --test gateway_real --test gateway_app --no-run
   echo "== run inside a loopback-only network namespace"
   exec "$REPO/tests/interop/in_netns.sh" "$HERE/run.sh" "$@"
 fi
@@ -97,9 +98,9 @@ for suite in ${SW_GATEWAY_SUITES:-client app}; do
     *) echo "unknown suite $suite (client, app)"; exit 2 ;;
   esac
   T1=$SECONDS
-  echo "== cargo test -p $pkg --test $test"
+  echo "== cargo test --workspace --test $test ($pkg)"
   set +e
-  cargo test --offline -p "$pkg" --test "$test" -- --ignored --test-threads=1 --nocapture "$@"
+  cargo test --offline --workspace --test "$test" -- --ignored --test-threads=1 --nocapture "$@"
   rc=$?
   set -e
   echo "== $suite suite finished in $((SECONDS - T1)) s (exit $rc)"
