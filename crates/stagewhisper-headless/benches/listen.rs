@@ -37,7 +37,9 @@ fn arg(name: &str) -> Option<String> {
 }
 
 fn num(name: &str, default: u64) -> u64 {
-    arg(name).map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{name} N")))
+    arg(name).map_or(default, |v| {
+        v.parse().unwrap_or_else(|_| panic!("{name} N"))
+    })
 }
 
 struct Api {
@@ -93,7 +95,10 @@ fn proc_stat(pid: u32) -> (u64, u64) {
 
 fn clock_ticks() -> f64 {
     let out = Command::new("getconf").arg("CLK_TCK").output().unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(100.0)
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(100.0)
 }
 
 fn corpus() -> Vec<String> {
@@ -125,7 +130,12 @@ fn main() {
     let mut child: Child = Command::new(&bin)
         .args(["--data-dir"])
         .arg(data.path())
-        .args(["--callback-listen", "127.0.0.1:0", "--ui-listen", "127.0.0.1:0"])
+        .args([
+            "--callback-listen",
+            "127.0.0.1:0",
+            "--ui-listen",
+            "127.0.0.1:0",
+        ])
         .env("PULSE_SERVER", &pulse.server)
         .env_remove("STAGEWHISPER_DATA_DIR")
         .stdin(Stdio::null())
