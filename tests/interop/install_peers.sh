@@ -63,7 +63,8 @@ PY="${PYTHON:-python3}"
 
 make_venv() { # dir
   local d="$1"
-  if [[ ! -x "$d/bin/python" ]] || ! "$d/bin/python" -c 'import sys' >/dev/null 2>&1; then
+  # A venv whose creation was cut off (an install interrupted) has a python but no pip: made again.
+  if [[ ! -x "$d/bin/python" ]] || ! "$d/bin/python" -m pip --version >/dev/null 2>&1; then
     rm -rf "$d"
     log "creating venv $d"
     "$PY" -m venv "$d"
