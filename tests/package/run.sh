@@ -53,6 +53,10 @@ $contents"
 done
 deps=$(dpkg-deb -f "$DEB" Depends)
 grep -q libwebkit2gtk-4.1 <<<"$deps" || fail "the .deb does not depend on WebKitGTK 4.1: $deps"
+# The built-in speech engine (loaded at run time): PocketSphinx and its US-English model.
+for dep in libpocketsphinx3 pocketsphinx-en-us; do
+  grep -qw "$dep" <<<"$deps" || fail "the .deb does not depend on $dep: $deps"
+done
 entry=$(dpkg-deb --fsys-tarfile "$DEB" | tar -xO usr/share/applications/StageWhisper.desktop)
 for line in 'Exec=stagewhisper' 'Icon=stagewhisper' 'Type=Application' 'Categories=Office;'; do
   grep -qx "$line" <<<"$entry" || fail "desktop entry without \`$line\`:
@@ -62,8 +66,9 @@ done
 [ "$(head -c 4 "$RPM" | od -An -tx1 | tr -d ' \n')" = edabeedb ] || fail "$RPM is not an RPM file"
 if command -v rpm >/dev/null; then
   rpm -qlp "$RPM" | grep -qx /usr/bin/stagewhisper || fail "/usr/bin/stagewhisper is not in the .rpm"
+  rpm -qRp "$RPM" | grep -qF 'libpocketsphinx.so.3()(64bit)' || fail "the .rpm does not require libpocketsphinx.so.3"
 fi
-say "bundle contents: binary, desktop entry, icons, WebKitGTK dependency: ok"
+say "bundle contents: binary, desktop entry, icons, WebKitGTK and PocketSphinx dependencies: ok"
 
 if [ "$(id -u)" -eq 0 ]; then
   AS_ROOT=()
