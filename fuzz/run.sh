@@ -6,6 +6,8 @@
 #   fuzz/run.sh --long [TARGET...]   long run: SW_FUZZ_RUNS (10,000,000) executions a target, at
 #                                    most SW_FUZZ_LONG_SECONDS (7200) seconds each
 #   fuzz/run.sh --cmin [TARGET...]   minimise the committed corpora (after seeds.py)
+#   fuzz/run.sh --build-only         build every target and stop (run-tests builds them in the
+#                                    background, so that its fuzz step only runs them)
 #
 # SW_FUZZ_JOBS=2 runs two targets at a time; SW_FUZZ_OPT_LEVEL=0 builds faster (CI sets both).
 #
@@ -27,6 +29,7 @@ mode=short
 case "${1:-}" in
   --long) mode=long; shift ;;
   --cmin) mode=cmin; shift ;;
+  --build-only) mode=build; shift ;;
 esac
 ALL=(callback stream_chunk transcript_vtt transcript_srt transcript_jsonl sse gateway_frames hub_frames http_checks byo_envelope)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${ALL[@]}"); fi
@@ -70,6 +73,7 @@ if ! "${CARGO[@]}" "${BUILD[@]}" >target/build.log 2>&1; then
   exit 1
 fi
 echo "fuzz: built in $((SECONDS - start)) s"
+[ "$mode" = build ] && exit 0
 
 if [ "$mode" = cmin ]; then
   for t in "${targets[@]}"; do
