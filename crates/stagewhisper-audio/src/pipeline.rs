@@ -25,7 +25,7 @@
 
 use crate::backlog::{Turn, TurnMeta};
 use crate::capture::{self, Event};
-use crate::engine::{EngineError, EngineErrorKind, Utterance};
+use crate::engine::{EngineError, Utterance};
 use crate::pcm::Resampler;
 use crate::service::Shared;
 use crate::turns::{TurnConfig, TurnEvent, TurnMaker};
@@ -63,9 +63,6 @@ const ECHO_LAG_MAX_MS: i64 = 1_000;
 const ECHO_CORRELATION: f64 = 0.75;
 /// Retries of a backlog turn: from 1 s, doubling, at most this.
 const BACKOFF_MAX: Duration = Duration::from_secs(15);
-/// A turn the engine keeps answering with something that is not a transcription is given up
-/// after this many tries (the status counts it as dropped), so it cannot block the rest.
-const DECODE_TRIES: u32 = 3;
 
 /// What the capture thread hands its recognizer.
 enum Work {
@@ -908,17 +905,15 @@ pub(crate) fn drain(shared: Arc<Shared>) {
                 match r {
                     Ok(t) => t,
                     Err(e) => {
+                        // Every failure is retried, also an answer that is not a transcription
+                        // (a misconfigured server answers every turn so): the turn is never
+                        // given up while it is kept, and the status says what fails, so the
+                        // user can fix the server or choose another engine.
                         let tries = shared.backlog.failed(meta.seq);
-                        if e.kind == EngineErrorKind::Decode && tries >= DECODE_TRIES {
-                            tracing::error!(seq = meta.seq, error = %e, "the engine cannot transcribe this turn: given up");
-                            shared.count_undecodable(&meta);
-                            shared.backlog.remove(meta.seq);
-                        } else {
-                            let wait = Duration::from_secs(1u64 << tries.saturating_sub(1).min(4))
-                                .min(BACKOFF_MAX);
-                            tracing::info!(seq = meta.seq, tries, retry_in = ?wait, error = %e, "backlog: the engine failed");
-                            retry_at = Some((Instant::now() + wait, generation));
-                        }
+                        let wait = Duration::from_secs(1u64 << tries.saturating_sub(1).min(4))
+                            .min(BACKOFF_MAX);
+                        tracing::info!(seq = meta.seq, tries, retry_in = ?wait, error = %e, "backlog: the engine failed");
+                        retry_at = Some((Instant::now() + wait, generation));
                         shared.changed();
                         continue;
                     }

@@ -78,8 +78,6 @@ struct State {
     /// Speech that could not be stored: its call ended (or was deleted) before the engine
     /// answered (seconds, since the app started).
     gone_seconds: f64,
-    /// Speech the engine could not transcribe after several tries.
-    undecodable_seconds: f64,
 }
 
 /// Levels of the two channels since the last publication (0–1 peaks, as `f32` bits).
@@ -212,10 +210,6 @@ impl Shared {
 
     pub fn count_gone(&self, meta: &TurnMeta) {
         self.state.lock().unwrap().gone_seconds += turn_seconds(meta);
-    }
-
-    pub fn count_undecodable(&self, meta: &TurnMeta) {
-        self.state.lock().unwrap().undecodable_seconds += turn_seconds(meta);
     }
 
     pub fn publish_partial(&self, call_id: &str, channel: Channel, turn_id: &str, text: &str) {
@@ -376,12 +370,6 @@ impl Shared {
                 "{} of speech could not be added: the call had ended before the engine \
                  answered.",
                 capitalise(&seconds_words(st.gone_seconds))
-            ));
-        }
-        if st.undecodable_seconds > 0.0 {
-            notes.push(format!(
-                "{} of speech could not be transcribed: the engine kept failing on it.",
-                capitalise(&seconds_words(st.undecodable_seconds))
             ));
         }
         let head = match &st.listening {
@@ -646,7 +634,6 @@ impl AudioService {
                 listening: None,
                 channels: HashMap::new(),
                 gone_seconds: 0.0,
-                undecodable_seconds: 0.0,
             }),
             engine: Mutex::new(EngineSlot {
                 settings: settings.engine.clone(),
