@@ -92,22 +92,6 @@ async fn put_audio(State(api): St, JsonBody(b): JsonBody<AudioUpdate>) -> ApiRes
     Ok(Reply::ok(ears.update(b).await?))
 }
 
-/// The live call this route may listen to: `404`, `409 not_a_call`, `409 call_ended`.
-async fn live_call(api: &ApiState, id: &str) -> Result<(), ApiError> {
-    let sessions = api.conversation.sessions().await?;
-    let call = sessions
-        .iter()
-        .find(|s| s.session_id == id)
-        .ok_or(CoreError::SessionNotFound)?;
-    if !call.is_call {
-        return Err(CoreError::NotACall.into());
-    }
-    if call.ended_at.is_some() {
-        return Err(CoreError::CallEnded.into());
-    }
-    Ok(())
-}
-
 /// Starts listening to the call, microphone as "You" and the call's audio as "Them" (one call
 /// listens at a time: another call's listening stops).
 #[utoipa::path(post, path = "/api/calls/{session_id}/listen", tag = "audio",
@@ -116,7 +100,7 @@ async fn live_call(api: &ApiState, id: &str) -> Result<(), ApiError> {
         (status = 409, body = ErrorDoc, description = "`call_ended`, `not_a_call`")))]
 async fn listen(State(api): St, Param(id): Param) -> ApiResult {
     let ears = ears(&api)?;
-    live_call(&api, &id).await?;
+    api.conversation.live_call(&id).await?;
     ears.listen(&id).await?;
     Ok(Reply::ok(Listening { listening: true }))
 }

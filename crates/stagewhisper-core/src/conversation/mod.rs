@@ -358,6 +358,24 @@ impl Conversation {
             .collect())
     }
 
+    /// Checks that `session_id` is a call still going on: `SessionNotFound`, `NotACall` or
+    /// `CallEnded` otherwise (interim transcript turns and listening need one).
+    pub async fn live_call(&self, session_id: &str) -> Result<(), CoreError> {
+        let call = self
+            .sessions()
+            .await?
+            .into_iter()
+            .find(|s| s.session_id == session_id)
+            .ok_or(CoreError::SessionNotFound)?;
+        if !call.is_call {
+            return Err(CoreError::NotACall);
+        }
+        if call.ended_at.is_some() {
+            return Err(CoreError::CallEnded);
+        }
+        Ok(())
+    }
+
     async fn chat_session(&self, session_id: &str) -> Result<SessionRecord, CoreError> {
         self.store
             .sessions()

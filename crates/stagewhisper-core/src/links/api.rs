@@ -242,17 +242,7 @@ async fn post_transcript(
     let is_final = b.is_final.unwrap_or(true);
     if !is_final {
         // Interim results are not stored or forwarded; only check that the call is live.
-        let sessions = api.conversation.sessions().await?;
-        let call = sessions
-            .iter()
-            .find(|s| s.session_id == id)
-            .ok_or(CoreError::SessionNotFound)?;
-        if !call.is_call {
-            return Err(CoreError::NotACall.into());
-        }
-        if call.ended_at.is_some() {
-            return Err(CoreError::CallEnded.into());
-        }
+        api.conversation.live_call(&id).await?;
         return Ok(Reply::new(
             StatusCode::ACCEPTED,
             NotStored {
