@@ -166,7 +166,14 @@ fn is_socket(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
 }
 
-/// The authentication cookie, where libpulse looks for it (PipeWire needs none).
+/// The length of a cookie in the protocol's `AUTH` command: the server reads exactly this many
+/// bytes and kicks a client that sends fewer, even when it accepts anyone (`auth-anonymous`).
+const COOKIE_LENGTH: usize = 256;
+
+/// The authentication cookie, where libpulse looks for it (PipeWire needs none). Without one
+/// (a user who never ran a libpulse client, a fresh machine), zeros of the right length: a
+/// server that accepts anonymous clients (PipeWire, `auth-anonymous=1`, the system server's
+/// group check) lets the app in; one that wants the cookie refuses it in plain words.
 fn cookie() -> Vec<u8> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut paths: Vec<PathBuf> = std::env::var_os("PULSE_COOKIE")
@@ -179,8 +186,8 @@ fn cookie() -> Vec<u8> {
     }
     paths
         .iter()
-        .find_map(|p| std::fs::read(p).ok())
-        .unwrap_or_default()
+        .find_map(|p| std::fs::read(p).ok().filter(|c| c.len() == COOKIE_LENGTH))
+        .unwrap_or_else(|| vec![0; COOKIE_LENGTH])
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -279,22 +279,16 @@ async fn hearing_speech_becomes_turns_of_you_and_them_reaches_the_assistant_and_
         !before.is_empty(),
         "no partial before the final: {partials:?}"
     );
-    // At least one every 1.5 s while the turn was open (the clip is about 3 s long).
-    let times: Vec<Instant> = before
-        .iter()
-        .map(|(at, _)| *at)
-        .chain(std::iter::once(you_final.0))
-        .collect();
-    let mut last = times[0];
-    for &at in &times[1..] {
-        assert!(
-            at.duration_since(last) <= Duration::from_millis(1600),
-            "a gap of {:?} between partials",
-            at.duration_since(last)
-        );
-        last = at;
-    }
-    assert!(before.len() >= 2, "partials during a ~3 s turn: {before:?}");
+    // At least one per 1.5 s of the turn's speech (the empty one at its start, then one a
+    // second while it is open), counted against the clip's length rather than timed on the
+    // wall clock: how late they arrive on a loaded machine is the listening bench's business.
+    // espeak-ng writes 22,050 Hz 16-bit mono after a 44-byte header.
+    let clip_ms = (std::fs::metadata(&you).unwrap().len() - 44) * 1000 / (22_050 * 2);
+    assert!(
+        before.len() as u64 >= 1 + clip_ms / 1500,
+        "{} partials before the final of a {clip_ms} ms turn: {before:?}",
+        before.len()
+    );
     // Levels about ten a second, the microphone's loud while it spoke.
     let levels = of_type(&seen, "audio_level");
     assert!(levels.len() >= 20, "levels: {}", levels.len());

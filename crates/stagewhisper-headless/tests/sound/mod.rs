@@ -129,8 +129,20 @@ impl Pulse {
     }
 
     /// What the app needs to find this server.
+    /// The app's environment: this server, and a home without a PulseAudio cookie, as on a
+    /// machine where no libpulse client ever ran (the server accepts anonymous clients; the app
+    /// must still send a cookie of the right length, or it is kicked).
     pub fn env(&self) -> Vec<(String, String)> {
-        vec![("PULSE_SERVER".into(), self.server.clone())]
+        let home = self.dir.path().join("app-home");
+        std::fs::create_dir_all(&home).unwrap();
+        vec![
+            ("PULSE_SERVER".into(), self.server.clone()),
+            ("HOME".into(), home.display().to_string()),
+            (
+                "PULSE_COOKIE".into(),
+                home.join("no-cookie").display().to_string(),
+            ),
+        ]
     }
 
     fn tool(&self, program: &str) -> Command {
