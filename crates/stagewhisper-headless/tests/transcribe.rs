@@ -162,12 +162,13 @@ fn transcribe_cli_8k_mono_is_them_turn_by_turn() {
         );
         assert!((4000..5500).contains(&segs[1].0), "{segs:?}");
     };
-    // PocketSphinx's model is wideband (16 kHz): on telephone audio it gets only a few words.
+    // PocketSphinx's model is wideband (16 kHz): on telephone audio it gets only a few words,
+    // and which ones varies (none of the meeting's keywords in one CI run), so only the turns
+    // are checked here: two, in order, at the right places.
     let o = transcribe(&[s(&file), "--format", "jsonl"], &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let segs = segments(&stdout(&o));
     check(&segs);
-    assert!(keywords_found(&segs[0].3, MEETING_WORDS) >= 1, "{segs:?}");
     // Whisper through the test server gets them.
     let Some(server) = WhisperServer::start(&[]) else {
         return;
