@@ -52,15 +52,40 @@ BIN="${STAGEWHISPER_BIN:-$REPO/target/debug/stagewhisper}"
 # ---------------------------------------------------------------- the app
 TMP="$(mktemp -d)"
 APP_PID=""
+PULSE_PID=""
 cleanup() {
   if [[ -n "$APP_PID" ]] && kill -0 "$APP_PID" 2>/dev/null; then
     kill -TERM "$APP_PID" 2>/dev/null || true
     wait "$APP_PID" 2>/dev/null || true
   fi
+  if [[ -n "$PULSE_PID" ]]; then
+    kill "$PULSE_PID" 2>/dev/null || true
+    wait "$PULSE_PID" 2>/dev/null || true
+  fi
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-mkdir -p "$TMP/data"
+mkdir -p "$TMP/data" "$TMP/pulse"
+# A private sound server (as the hearing tests start one): a call output, a microphone fed by a
+# second null sink. The audio routes then answer as on a user's machine (sources, meters, a test
+# recording of silence) instead of 503 audio_unavailable, which schemathesis counts as a server
+# error.
+command -v pulseaudio >/dev/null || die "pulseaudio is needed (apt-get install pulseaudio pulseaudio-utils)"
+env -u DISPLAY -u DBUS_SESSION_BUS_ADDRESS HOME="$TMP/pulse" XDG_RUNTIME_DIR="$TMP/pulse" \
+  XDG_CONFIG_HOME="$TMP/pulse/config" pulseaudio -n --daemonize=no --use-pid-file=no \
+  --exit-idle-time=-1 --disallow-exit --disable-shm --log-target=stderr \
+  -L "module-native-protocol-unix socket=$TMP/pulse/native auth-anonymous=1" \
+  -L "module-null-sink sink_name=call rate=48000 channels=2" \
+  -L "module-null-sink sink_name=micfeed rate=48000 channels=1" \
+  -L "module-remap-source master=micfeed.monitor source_name=mic" 2>"$TMP/pulse.log" &
+PULSE_PID=$!
+export PULSE_SERVER="unix:$TMP/pulse/native"
+for _ in $(seq 1 100); do
+  [[ -S "$TMP/pulse/native" ]] && HOME="$TMP/pulse" pactl set-default-source mic 2>/dev/null && break
+  kill -0 "$PULSE_PID" 2>/dev/null || { cat "$TMP/pulse.log" >&2; die "pulseaudio exited"; }
+  sleep 0.1
+done
+HOME="$TMP/pulse" pactl set-default-sink call
 # No tunnel authtoken and no fault injection: the run must not reach beyond loopback.
 env -u NGROK_AUTHTOKEN -u STAGEWHISPER_TEST_FAULT_INJECTION RUST_LOG="${RUST_LOG:-warn}" \
   "$BIN" --headless --data-dir "$TMP/data" >"$TMP/stdout" 2>"$TMP/stderr" &
