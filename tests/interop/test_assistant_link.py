@@ -719,8 +719,22 @@ class OpenClaw(InteropCase):
              and (m["kind"] == "error" or "sent while the assistant is down" in m["text"])), None))
         if outcome["kind"] == "error":
             print(f"     NOTE: OpenClaw failed the turn after its restart: {short(outcome['text'], 100)}")
-            again = app.say(s, "asked again after the assistant's error")
-            self.wait_reply(app, s, again, "asked again after the assistant's error")
+            # Its session lock can outlive the restart by more than one 10 s lock timeout on a
+            # loaded machine (seen once in CI): each failure is shown (never silence), and the
+            # user asks again, up to three times.
+            for attempt in range(1, 4):
+                again = app.say(s, f"asked again after the assistant's error ({attempt})")
+                got = wait_for("a reply or the assistant's error to the question asked again", lambda: next(
+                    (m for m in app.messages(s) if m.get("user_message_id") == again["message_id"]
+                     and (m["kind"] == "error" or "asked again after the assistant's error" in m["text"])), None),
+                    timeout=TURN)
+                if got["kind"] != "error":
+                    break
+                self.assertIn("session file locked", got["text"])
+                print(f"     NOTE: asked again ({attempt}), still: {short(got['text'], 60)}")
+                time.sleep(10.0)
+            else:
+                self.fail("OpenClaw kept its session file locked after three questions")
         time.sleep(2.0)
         self.assert_no_duplicates(app, s)
 
