@@ -523,6 +523,7 @@ mod tests {
             "POST /api/sessions",
             "GET /api/sessions",
             "DELETE /api/sessions/{session_id}",
+            "PATCH /api/sessions/{session_id}",
             "GET /api/sessions/{session_id}/messages",
             "POST /api/sessions/{session_id}/messages",
             "GET /api/sessions/{session_id}/insights",
@@ -565,6 +566,92 @@ mod tests {
         want.sort();
         assert_eq!(ops, want);
         assert!(doc["components"]["securitySchemes"]["ui_token"].is_object());
+        app.shutdown().await;
+    }
+
+    /// `PATCH /api/sessions/{id}`: a new title (trimmed, blank: untitled), stored, in the
+    /// `session_updated` event and in the list after a restart; the limits are stable codes.
+    #[tokio::test]
+    async fn a_session_is_renamed_and_the_name_survives_a_restart() {
+        let tmp = tempfile::tempdir().unwrap();
+        let app = App::start(Config::new(tmp.path().to_path_buf()))
+            .await
+            .unwrap();
+        let api = &app.api;
+        let (s, v) = api
+            .dispatch(&Method::POST, "/api/calls", br#"{"title": "  Acme  "}"#)
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        assert_eq!(v["session"]["title"], "Acme");
+        let sid = v["session_id"].as_str().unwrap().to_string();
+        let path = format!("/api/sessions/{sid}");
+        let store = app.conversation.store().clone();
+        let before = store.last_event_id().await.unwrap();
+        let (s, v) = api
+            .dispatch(&Method::PATCH, &path, br#"{"title": " Acme renewal "}"#)
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["title"], "Acme renewal");
+        let logged = store.events_after(before, 10).await.unwrap();
+        assert_eq!(logged.len(), 1, "one event");
+        let data: Value = serde_json::from_str(&logged[0].1).unwrap();
+        assert_eq!(data["type"], "session_updated");
+        assert_eq!(data["session"]["title"], "Acme renewal");
+        for (body, status, code) in [
+            (
+                format!(r#"{{"title": "{}"}}"#, "x".repeat(201)),
+                400,
+                "title_too_long",
+            ),
+            (r#"{"title": 5}"#.to_string(), 400, "invalid_field"),
+            (r#"{"name": "x"}"#.to_string(), 400, "missing_field"),
+            ("{}".to_string(), 400, "missing_field"),
+        ] {
+            let (s, v) = api.dispatch(&Method::PATCH, &path, body.as_bytes()).await;
+            assert_eq!(
+                (s.as_u16(), v["error"].as_str()),
+                (status, Some(code)),
+                "{body}: {v}"
+            );
+        }
+        let (s, v) = api
+            .dispatch(&Method::PATCH, "/api/sessions/nope", br#"{"title": "x"}"#)
+            .await;
+        assert_eq!(
+            (s, v["error"].as_str()),
+            (StatusCode::NOT_FOUND, Some("session_not_found"))
+        );
+        // A long title at the limit is fine; blank is untitled.
+        let (s, _) = api
+            .dispatch(
+                &Method::PATCH,
+                &path,
+                format!(r#"{{"title": "{}"}}"#, "é".repeat(200)).as_bytes(),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK);
+        let (s, v) = api
+            .dispatch(&Method::PATCH, &path, br#"{"title": "   "}"#)
+            .await;
+        assert_eq!((s, &v["title"]), (StatusCode::OK, &Value::Null));
+        let (_, v) = api
+            .dispatch(&Method::PATCH, &path, br#"{"title": "Acme renewal"}"#)
+            .await;
+        assert_eq!(v["title"], "Acme renewal");
+        app.shutdown().await;
+
+        let app = App::start(Config::new(tmp.path().to_path_buf()))
+            .await
+            .unwrap();
+        let (_, list) = app.api.dispatch(&Method::GET, "/api/sessions", b"").await;
+        let found = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["session_id"] == sid.as_str())
+            .cloned()
+            .unwrap();
+        assert_eq!(found["title"], "Acme renewal");
         app.shutdown().await;
     }
 

@@ -25,7 +25,7 @@ pub fn routes() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(create_call))
         .routes(routes!(end_call))
         .routes(routes!(create_session, list_sessions))
-        .routes(routes!(delete_session))
+        .routes(routes!(delete_session, rename_session))
         .routes(routes!(list_messages, post_message))
         .routes(routes!(list_insights))
         .routes(routes!(list_typing))
@@ -34,13 +34,38 @@ pub fn routes() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(event_stream))
 }
 
+/// A title is at most this many characters.
+pub const MAX_TITLE: usize = 200;
+
 /// `POST /api/calls`, `POST /api/sessions`.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct NewSession {
-    /// The title shown in the list (none: untitled).
+    /// The title shown in the list and sent in a call's prelude (none or blank: untitled; at
+    /// most 200 characters).
     pub title: Option<String>,
     /// `POST /api/calls` only: start listening to the call at once (microphone and call audio).
     pub listen: Option<bool>,
+}
+
+/// `PATCH /api/sessions/{session_id}`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SessionPatch {
+    /// The new title (`null` or blank: untitled; at most 200 characters). Required: a patch
+    /// without it would change nothing.
+    #[serde(default, deserialize_with = "super::common::double_option")]
+    #[schema(value_type = Option<String>, required = true)]
+    pub title: Option<Option<String>>,
+}
+
+/// `title_too_long` past [`MAX_TITLE`] characters.
+fn check_title(title: &Option<String>) -> Result<(), ApiError> {
+    match title {
+        Some(t) if t.trim().chars().count() > MAX_TITLE => Err(ApiError::bad(
+            "title_too_long",
+            format!("a title is at most {MAX_TITLE} characters"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 #[derive(Serialize, ToSchema)]
@@ -89,6 +114,7 @@ pub struct RotatedToken {
     responses((status = 201, body = CreatedCall), (status = 400, body = ErrorDoc),
         (status = 503, body = ErrorDoc, description = "`audio_unavailable`: `listen` in a build that cannot hear")))]
 async fn create_call(State(api): St, JsonBody(b): JsonBody<NewSession>) -> ApiResult {
+    check_title(&b.title)?;
     // Checked before the call exists: a build that cannot hear refuses `listen` cleanly.
     let ears = match b.listen {
         Some(true) => Some(super::audio::ears(&api)?.clone()),
@@ -132,6 +158,7 @@ async fn end_call(State(api): St, Param(id): Param) -> ApiResult {
     request_body(content = NewSession, description = "optional"),
     responses((status = 201, body = CreatedSession), (status = 400, body = ErrorDoc)))]
 async fn create_session(State(api): St, JsonBody(b): JsonBody<NewSession>) -> ApiResult {
+    check_title(&b.title)?;
     let s = api.conversation.create_session(false, b.title).await?;
     Ok(Reply::new(
         StatusCode::CREATED,
@@ -147,6 +174,27 @@ async fn create_session(State(api): St, JsonBody(b): JsonBody<NewSession>) -> Ap
     responses((status = 200, body = Vec<SessionView>)))]
 async fn list_sessions(State(api): St) -> ApiResult {
     Ok(Reply::ok(api.conversation.sessions().await?))
+}
+
+/// Renames a chat or a call (the `session_updated` event carries the new title). A call's
+/// prelude, already sent when it started, is not sent again.
+#[utoipa::path(patch, path = "/api/sessions/{session_id}", tag = "sessions",
+    params(("session_id" = String, Path)),
+    request_body = SessionPatch,
+    responses((status = 200, body = SessionView), (status = 404, body = ErrorDoc),
+        (status = 400, body = ErrorDoc, description = "`title_too_long`, `invalid_json`")))]
+async fn rename_session(
+    State(api): St,
+    Param(id): Param,
+    JsonBody(b): JsonBody<SessionPatch>,
+) -> ApiResult {
+    let Some(title) = b.title else {
+        return Err(ApiError::bad("missing_field", "`title` is required"));
+    };
+    check_title(&title)?;
+    Ok(Reply::ok(
+        api.conversation.rename_session(&id, title).await?,
+    ))
 }
 
 /// Deletes a session with its messages, insights and events.

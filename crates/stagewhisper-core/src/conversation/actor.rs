@@ -51,6 +51,11 @@ pub(super) enum Cmd {
         session_id: String,
         reply: Reply<()>,
     },
+    RenameSession {
+        session_id: String,
+        title: Option<String>,
+        reply: Reply<SessionView>,
+    },
     UserMessage {
         session_id: String,
         text: String,
@@ -107,6 +112,7 @@ impl Cmd {
             Cmd::CreateSession { reply, .. } => no(reply, err),
             Cmd::EndCall { reply, .. } => no(reply, err),
             Cmd::DeleteSession { reply, .. } => no(reply, err),
+            Cmd::RenameSession { reply, .. } => no(reply, err),
             Cmd::UserMessage { reply, .. } => no(reply, err),
             Cmd::Typing { reply, .. } => no(reply, err),
             Cmd::Transcript { reply, .. } => no(reply, err),
@@ -384,6 +390,11 @@ impl Actor {
             Cmd::DeleteSession { session_id, reply } => {
                 finish(reply, rules.delete_session(&session_id, events))
             }
+            Cmd::RenameSession {
+                session_id,
+                title,
+                reply,
+            } => finish(reply, rules.rename_session(&session_id, title, events)),
             Cmd::UserMessage {
                 session_id,
                 text,

@@ -209,6 +209,21 @@ impl Conversation {
         self.call(|reply| Cmd::EndCall { session_id, reply }).await
     }
 
+    /// Sets a chat's title (`None` or blank: untitled).
+    pub async fn rename_session(
+        &self,
+        session_id: &str,
+        title: Option<String>,
+    ) -> Result<SessionView, CoreError> {
+        let session_id = session_id.to_string();
+        self.call(|reply| Cmd::RenameSession {
+            session_id,
+            title,
+            reply,
+        })
+        .await
+    }
+
     pub async fn delete_session(&self, session_id: &str) -> Result<(), CoreError> {
         let session_id = session_id.to_string();
         self.call(|reply| Cmd::DeleteSession { session_id, reply })

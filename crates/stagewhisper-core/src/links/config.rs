@@ -194,14 +194,17 @@ made.\n\
 Contract: answer every turn with ONE sentence of at most 20 words that I can act on right now, \
 or exactly \"none\" when nothing is worth surfacing.";
 
-/// Fills the prelude's placeholders.
+/// Fills the prelude's placeholders: `{title}` is the quoted title; a call without one leaves
+/// the placeholder out, with the parentheses or the space before it.
 pub fn render_prelude(template: &str, title: Option<&str>) -> String {
-    let title = title
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(|t| format!("\"{t}\""))
-        .unwrap_or_else(|| "untitled".to_string());
-    template.replace("{title}", &title)
+    match title.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(t) => template.replace("{title}", &format!("\"{t}\"")),
+        None => template
+            .replace(" ({title})", "")
+            .replace("({title})", "")
+            .replace(" {title}", "")
+            .replace("{title}", ""),
+    }
 }
 
 #[cfg(test)]
@@ -270,6 +273,15 @@ mod tests {
         assert!(
             render_prelude(DEFAULT_PRELUDE, Some("Acme renewal")).contains("(\"Acme renewal\")")
         );
-        assert!(render_prelude(DEFAULT_PRELUDE, None).contains("(untitled)"));
+        let plain = render_prelude(DEFAULT_PRELUDE, None);
+        assert!(
+            plain.starts_with("You are my live coach during a call. From now on"),
+            "{plain}"
+        );
+        assert!(!plain.contains("untitled") && !plain.contains("{title}"));
+        assert_eq!(
+            render_prelude("Coach me on {title} now", Some(" ")),
+            "Coach me on now"
+        );
     }
 }

@@ -623,6 +623,11 @@ pub enum Op {
         ids: Vec<String>,
         at: String,
     },
+    /// A chat's new title (`None`: untitled).
+    RetitleSession {
+        id: String,
+        title: Option<String>,
+    },
     /// Tombstones the sessions, erases their messages and every event of theirs older than
     /// `events_before` (the `session_deleted` event itself stays).
     DeleteSessions {

@@ -639,6 +639,12 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
                 )?;
             }
         }
+        Op::RetitleSession { id, title } => {
+            db.execute(
+                "UPDATE sessions SET title = ? WHERE session_id = ? AND deleted_at IS NULL",
+                &[title.into(), id.into()],
+            )?;
+        }
         Op::DeleteSessions {
             ids,
             at,

@@ -101,6 +101,36 @@ impl Rules {
         Ok(view)
     }
 
+    /// A chat's new title (trimmed; blank: untitled). The `insights:` session has none of its
+    /// own. The prelude already sent is not sent again.
+    pub fn rename_session(
+        &mut self,
+        session_id: &str,
+        title: Option<String>,
+        events: &mut Vec<Event>,
+    ) -> Result<SessionView, CoreError> {
+        if self.live_chat(session_id).is_none() {
+            return Err(CoreError::SessionNotFound);
+        }
+        let title = title
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty());
+        let sessions = Arc::make_mut(&mut self.state.sessions);
+        let s = sessions.get_mut(session_id).expect("checked above");
+        if s.title == title {
+            return Ok(session_view(s));
+        }
+        s.title = title.clone();
+        let view = session_view(s);
+        self.ops.push(Op::RetitleSession {
+            id: session_id.to_string(),
+            title,
+        });
+        let data = json!({"type": "session_updated", "session_id": session_id, "session": view});
+        self.emit(events, session_id, data);
+        Ok(view)
+    }
+
     pub fn delete_session(
         &mut self,
         session_id: &str,
