@@ -460,6 +460,34 @@ async fn channel_offline_and_a_refused_token_show_in_the_status() {
     }
     assert!(!dir.path().join("assistants/clawborrator.json").exists());
 
+    // Blank fields are missing, and every missing one is named in the one answer (the form
+    // sends what its boxes hold: empty strings).
+    for (path, method, body, message) in [
+        (
+            "/api/assistant/clawborrator/sessions",
+            Method::POST,
+            json!({"hub_url": " ", "session_token": ""}),
+            "`hub_url` and `session_token` are required",
+        ),
+        (
+            "/api/assistant",
+            Method::PUT,
+            json!({"kind": "clawborrator", "hub_url": "", "session_id": ""}),
+            "`hub_url`, `session_token` and `session_id` are required",
+        ),
+    ] {
+        let (s, v) = http(&app, method, path, body).await;
+        assert_eq!(
+            (s, v["error"].as_str(), v["message"].as_str()),
+            (
+                StatusCode::BAD_REQUEST,
+                Some("missing_field"),
+                Some(message)
+            ),
+            "{v}"
+        );
+    }
+
     // The session picker lists the hub's sessions for the token being entered.
     let (s, v) = http(
         &app,

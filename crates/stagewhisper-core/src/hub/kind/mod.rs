@@ -313,20 +313,26 @@ impl ClawborratorKind {
                 )),
             }
         };
-        let hub_url = field("hub_url")?
-            .or_else(|| old.as_ref().map(|o| o.hub_url.clone()))
-            .ok_or_else(|| KindError::bad("missing_field", "`hub_url` is required"))?;
-        // An omitted token keeps the saved one (the UI never gets it back to resend).
-        let token = match field("session_token")? {
-            Some(t) if !t.is_empty() => Token::new(t),
-            _ => old
-                .as_ref()
-                .map(|o| o.token.clone())
-                .ok_or_else(|| KindError::bad("missing_field", "`session_token` is required"))?,
+        // Blank is absent; every missing field is named in one answer.
+        let given = |k: &str| -> Result<Option<String>, KindError> {
+            Ok(field(k)?.filter(|s| !s.is_empty()))
         };
-        let session_id = field("session_id")?
-            .or_else(|| old.as_ref().map(|o| o.session_id.clone()))
-            .ok_or_else(|| KindError::bad("missing_field", "`session_id` is required"))?;
+        let hub_url = given("hub_url")?.or_else(|| old.as_ref().map(|o| o.hub_url.clone()));
+        // An omitted token keeps the saved one (the UI never gets it back to resend).
+        let token = given("session_token")?
+            .map(Token::new)
+            .or_else(|| old.as_ref().map(|o| o.token.clone()));
+        let session_id =
+            given("session_id")?.or_else(|| old.as_ref().map(|o| o.session_id.clone()));
+        let (Some(hub_url), Some(token), Some(session_id)) =
+            (hub_url.clone(), token.clone(), session_id.clone())
+        else {
+            return Err(missing(&[
+                ("hub_url", hub_url.is_none()),
+                ("session_token", token.is_none()),
+                ("session_id", session_id.is_none()),
+            ]));
+        };
         let insights_session_id = if m.contains_key("insights_session_id") {
             field("insights_session_id")?.filter(|s| !s.is_empty())
         } else {
@@ -360,23 +366,42 @@ impl ClawborratorKind {
     }
 }
 
+/// `400 missing_field` naming every field that is missing ("`a` and `b` are required").
+fn missing(fields: &[(&str, bool)]) -> KindError {
+    let names: Vec<String> = fields
+        .iter()
+        .filter(|(_, gone)| *gone)
+        .map(|(k, _)| format!("`{k}`"))
+        .collect();
+    let message = match names.as_slice() {
+        [one] => format!("{one} is required"),
+        [init @ .., last] => format!("{} and {last} are required", init.join(", ")),
+        [] => "a required field is missing".to_string(),
+    };
+    KindError::bad("missing_field", message)
+}
+
 /// The hub's sessions for the settings picker (`hub_url` / `session_token` from `body`,
 /// else the saved ones).
 pub async fn list_sessions(ctx: &AssistantContext, body: &Value) -> Result<Value, KindError> {
     let old = ctx.load_settings(KIND).as_ref().and_then(Saved::from_json);
     let url = body["hub_url"]
         .as_str()
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
         .map(str::to_string)
-        .or_else(|| old.as_ref().map(|o| o.hub_url.clone()))
-        .ok_or_else(|| KindError::bad("missing_field", "`hub_url` is required"))?;
-    let token = match body["session_token"]
+        .or_else(|| old.as_ref().map(|o| o.hub_url.clone()));
+    let token = body["session_token"]
         .as_str()
-        .filter(|t| !t.trim().is_empty())
-    {
-        Some(t) => Token::new(t),
-        None => old
-            .map(|o| o.token)
-            .ok_or_else(|| KindError::bad("missing_field", "`session_token` is required"))?,
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(Token::new)
+        .or_else(|| old.map(|o| o.token));
+    let (Some(url), Some(token)) = (url.clone(), token.clone()) else {
+        return Err(missing(&[
+            ("hub_url", url.is_none()),
+            ("session_token", token.is_none()),
+        ]));
     };
     let s = HubSettings::new(url, token, "-");
     s.validate().map_err(kerr)?;
