@@ -118,6 +118,83 @@ async fn starts_stores_a_callback_serves_the_ui_and_stops() {
     assert_eq!(status.code(), Some(0), "{}", app.stderr_tail());
 }
 
+/// The built UI's files as a browser gets them: gzipped when asked, the hashed bundles cached
+/// for good, the index revalidated (`ETag`, `304`).
+#[tokio::test]
+async fn serves_the_ui_gzipped_and_cached() {
+    let dist = repo_root().join("ui").join("dist");
+    let Ok(index) = std::fs::read_to_string(dist.join("index.html")) else {
+        // `./run-tests` builds the UI first; a bare `cargo test` may run without it.
+        eprintln!("skipped: ui/dist is not built");
+        return;
+    };
+    let app = App::start().await;
+    let http = reqwest::Client::new();
+    let get = |path: &str, headers: &[(&str, &str)]| {
+        let mut req = http.get(format!("{}{path}", app.ready.ui_url));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.send()
+    };
+    let script = index
+        .split('"')
+        .find(|s| s.starts_with("./assets/") && s.ends_with(".js"))
+        .expect("index.html names its script")
+        .trim_start_matches('.')
+        .to_owned();
+    let raw = std::fs::read(dist.join(script.trim_start_matches('/'))).unwrap();
+
+    // Asked for gzip: a gzip body that inflates to the file, cached for a year.
+    let r = get(&script, &[("accept-encoding", "gzip, deflate, br")])
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let h = r.headers().clone();
+    assert_eq!(h["content-encoding"], "gzip");
+    assert_eq!(h["vary"], "accept-encoding");
+    assert_eq!(h["cache-control"], "public, max-age=31536000, immutable");
+    let body = r.bytes().await.unwrap();
+    let mut inflated = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&body[..]), &mut inflated)
+        .unwrap();
+    assert_eq!(inflated, raw, "the gzip body is the file");
+    assert!(
+        body.len() * 2 < raw.len(),
+        "at most half the bytes: {} of {}",
+        body.len(),
+        raw.len()
+    );
+
+    // Not asked (or refused with q=0): the file as it is.
+    for accept in [None, Some("gzip;q=0, identity")] {
+        let headers: Vec<(&str, &str)> =
+            accept.map(|a| ("accept-encoding", a)).into_iter().collect();
+        let r = get(&script, &headers).await.unwrap();
+        assert!(r.headers().get("content-encoding").is_none(), "{accept:?}");
+        assert_eq!(r.bytes().await.unwrap(), raw, "{accept:?}");
+    }
+
+    // The index is revalidated each time: no-cache, an ETag, 304 when unchanged.
+    let r = get("/", &[]).await.unwrap();
+    assert_eq!(r.headers()["cache-control"], "no-cache");
+    let etag = r.headers()["etag"].to_str().unwrap().to_owned();
+    assert_eq!(r.text().await.unwrap(), index);
+    let r = get("/", &[("if-none-match", &etag)]).await.unwrap();
+    assert_eq!(r.status(), 304);
+    assert!(r.bytes().await.unwrap().is_empty());
+    let r = get("/", &[("if-none-match", "\"something-else\"")])
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    // The favicon the page names is served.
+    let r = get("/favicon.svg", &[]).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "image/svg+xml");
+    assert!(index.contains("favicon.svg"));
+}
+
 #[test]
 fn does_not_link_the_window_toolkit() {
     match Command::new("ldd").arg(bin()).output() {

@@ -464,7 +464,7 @@ async fn fallback(State(api): State<Arc<ApiState>>, req: Request) -> Response {
     if req.extensions().get::<InProcess>().is_some() || is_api_path(path) {
         return ApiError::not_found().into_response();
     }
-    web::static_file(api.assets.as_deref(), req.method(), path)
+    web::static_file(api.assets.as_deref(), req.method(), path, req.headers())
 }
 
 /// One `key=value` of a query string (values here are tokens and numbers: no decoding needed

@@ -1,10 +1,26 @@
 //! The web UI's static files (served on `/` without a token: they contain no secrets).
+//!
+//! Caching: the bundler names the files under `assets/` by their content's hash, so they are
+//! `immutable` for a year; everything else (`index.html`, which names them, the favicon) is
+//! `no-cache` with an `ETag`, answered `304` when unchanged. Text files are sent gzipped to a
+//! client that accepts it, compressed once per content and kept in memory.
 
 use super::common::ApiError;
 use axum::body::Body;
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Files smaller than this are not worth compressing.
+const GZIP_MIN_BYTES: usize = 1024;
+/// Gzipped files kept (keyed by content hash, so an entry is never stale; a rebuilt UI
+/// served by a running app adds entries, and past this many the cache starts over).
+const GZIP_CACHE_ENTRIES: usize = 64;
+const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 
 /// Static files of the web UI.
 pub trait Assets: Send + Sync {
@@ -47,8 +63,62 @@ const FALLBACK_PAGE: &str = "<!doctype html><meta charset=utf-8><title>StageWhis
 <p>The web UI is not built. Run <code>npm --prefix ui ci &amp;&amp; npm --prefix ui run build</code> \
 (or <code>./run</code>) and restart the app. The control API is available under <code>/api</code>.</p>";
 
+/// Worth gzipping: text, scripts, styles, JSON, SVG.
+fn compressible(mime: &str) -> bool {
+    mime.starts_with("text/")
+        || matches!(
+            mime,
+            "application/javascript" | "application/json" | "image/svg+xml" | "application/xml"
+        )
+}
+
+/// The client takes gzip (`Accept-Encoding` lists it without `q=0`).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';').map(str::trim);
+            let coding = parts.next().unwrap_or("");
+            let refused = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .and_then(|q| q.parse::<f32>().ok())
+                    .is_some_and(|q| q == 0.0)
+            });
+            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
+        })
+}
+
+/// `bytes` gzipped, from the cache when this content was compressed before.
+fn gzipped(etag: &str, bytes: &[u8]) -> Arc<Vec<u8>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Vec<u8>>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().expect("not poisoned").get(etag) {
+        return hit.clone();
+    }
+    let mut enc = flate2::write::GzEncoder::new(
+        Vec::with_capacity(bytes.len() / 3),
+        flate2::Compression::best(),
+    );
+    enc.write_all(bytes).expect("writes to memory");
+    let out = Arc::new(enc.finish().expect("writes to memory"));
+    let mut map = cache.lock().expect("not poisoned");
+    if map.len() >= GZIP_CACHE_ENTRIES {
+        map.clear();
+    }
+    map.insert(etag.to_string(), out.clone());
+    out
+}
+
 /// One static file (client-side routes fall back to the index).
-pub(super) fn static_file(assets: Option<&dyn Assets>, method: &Method, path: &str) -> Response {
+pub(super) fn static_file(
+    assets: Option<&dyn Assets>,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+) -> Response {
     if method != Method::GET && method != Method::HEAD {
         return ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -73,14 +143,44 @@ pub(super) fn static_file(assets: Option<&dyn Assets>, method: &Method, path: &s
                 .into_response()
         }
     };
-    let mut r = Response::new(Body::from(bytes));
+    // A path with a dot is that file or nothing (no fallback to the index).
+    let hashed = rel.starts_with("assets/") && rel.contains('.');
+    let etag = format!("\"{}\"", hex32(&Sha256::digest(&bytes)));
+    let fresh = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let zip = compressible(&mime) && bytes.len() >= GZIP_MIN_BYTES;
+    let mut r = if fresh {
+        let mut r = Response::new(Body::empty());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else if zip && accepts_gzip(headers) {
+        let gz = gzipped(&etag, &bytes);
+        let mut r = Response::new(Body::from((*gz).clone()));
+        r.headers_mut()
+            .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        r
+    } else {
+        Response::new(Body::from(bytes))
+    };
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_str(&mime)
             .unwrap_or(HeaderValue::from_static("application/octet-stream")),
     );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(if hashed { IMMUTABLE } else { "no-cache" }),
+    );
+    h.insert(
+        header::ETAG,
+        HeaderValue::from_str(&etag).expect("hex is a valid header value"),
+    );
+    if zip {
+        h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    }
     h.insert(
         "content-security-policy",
         HeaderValue::from_static(
@@ -94,6 +194,11 @@ pub(super) fn static_file(assets: Option<&dyn Assets>, method: &Method, path: &s
     );
     h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     r
+}
+
+/// The first 16 bytes of a digest in hex (an `ETag`).
+fn hex32(digest: &[u8]) -> String {
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Finds the built UI: an explicit folder, else `ui/dist` beside or above the executable.
