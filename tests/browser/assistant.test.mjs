@@ -399,6 +399,7 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
       assert.equal((await api(ready, 'POST', `/api/calls/${sid}/transcript`, { speaker, text })).status, 201);
     }
     await page.locator('#end-call').click();
+    await page.locator('#confirm-end-call').click();
     const sum = page.locator('#summarise-call');
     await sum.waitFor();
     await page.waitForFunction(() => document.querySelector('#summarise-call')?.disabled === false);
@@ -474,8 +475,10 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
 
     await newCall('After removal');
     const row = await sendFromComposer('Anyone there?');
-    assert.equal(await row.locator('.msg-delivery').innerText(), 'queued');
-    assert.match(await row.locator('.msg-delivery').getAttribute('title'), /No assistant is linked/);
+    assert.equal(await row.locator('.msg-delivery').innerText(), 'queued: no assistant connected');
+    assert.match(await row.locator('.msg-delivery').getAttribute('title'), /No assistant is connected/);
+    // The chat says so above the composer, with the way to fix it.
+    assert.match(await page.locator('#chat-no-assistant').innerText(), /nothing will answer/);
   });
 
   it('no page errors and no dialogs during the run', () => {

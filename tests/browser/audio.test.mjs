@@ -25,6 +25,14 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { api, audioRequired, audioSkipReason, ensureArtifacts, launchBrowser, openUi, skipReason, sleep, startApp, startPulse } from './harness.mjs';
 
+/** Start call in the bar; without an assistant the bar warns first and "Start the call anyway" goes on. */
+async function startCallAnyway(page) {
+  await page.locator('#start-call').click();
+  await page.waitForSelector('#warn-start-anyway, #elapsed', { timeout: 10_000 });
+  const anyway = page.locator('#warn-start-anyway');
+  if (await anyway.isVisible()) await anyway.click();
+}
+
 const reason = skipReason();
 if (reason && process.env.SW_E2E_REQUIRE === '1') throw new Error(`browser tests cannot run: ${reason}`);
 if (reason) console.log(`# SKIP audio browser tests: ${reason}`);
@@ -116,7 +124,7 @@ describe('Settings → Audio when the app cannot hear', { skip: reason ?? false 
   it('the call bar says it cannot hear (and a failed Listen is visible)', async () => {
     await endLiveCalls(ready);
     await page.keyboard.press('Control+1');
-    await page.locator('#start-call').click();
+    await startCallAnyway(page);
     await page.waitForSelector('#listen:not([hidden])', { timeout: 10_000 });
     const sid = await page.locator('.app').getAttribute('data-session');
     const view = await api(ready, 'GET', '/api/audio');
@@ -224,7 +232,7 @@ describe('hearing a call through a private PulseAudio', { skip: reason ?? (audio
     if (await pref.isChecked()) await pref.uncheck();
     await endLiveCalls(ready);
     await page.keyboard.press('Control+1');
-    await page.locator('#start-call').click();
+    await startCallAnyway(page);
     await page.waitForSelector('#listen:not([hidden])', { timeout: 10_000 });
     sid = await page.locator('.app').getAttribute('data-session');
     assert.equal(await page.locator('#listen-toggle').getAttribute('aria-pressed'), 'false');

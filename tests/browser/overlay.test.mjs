@@ -1,7 +1,8 @@
 // The compact overlay as a route of the web UI in headless mode (`?view=overlay`): opened from
 // the call bar's Overlay button as a popup (the UI token travels with the popup's session
 // storage), it follows the live call, shows an insight posted by a callback (the same SSE
-// stream as the main page) and sends a message typed into its input. Light and dark pictures
+// stream as the main page), sends a message typed into its input and shows the answer to it
+// under the insights. Light and dark pictures
 // go to tests/artifacts/overlay-browser-{light,dark}.png.
 
 import assert from 'node:assert/strict';
@@ -50,9 +51,22 @@ describe('overlay route in the browser', { skip: reason ?? false }, () => {
       const said = `overlay in the browser ${uuid().slice(0, 6)}`;
       await popup.fill('#overlay-input', said);
       await popup.press('#overlay-input', 'Enter');
-      await popup.waitForFunction(() => document.getElementById('overlay-status')?.textContent === 'Sent.', null, { timeout: 10_000 });
+      // The question shows under the insights, waiting for its answer.
+      const ex = popup.locator('#overlay-thread .ov-exchange', { hasText: said });
+      await ex.waitFor({ timeout: 10_000 });
+      assert.match(await ex.innerText(), /Waiting for the answer/);
       const msgs = await api(ready, 'GET', `/api/sessions/${sid}/messages`);
-      assert.ok(msgs.json.some((m) => m.kind === 'user' && m.text === said), JSON.stringify(msgs.json));
+      const asked = msgs.json.find((m) => m.kind === 'user' && m.text === said);
+      assert.ok(asked?.message_id, JSON.stringify(msgs.json));
+
+      // The assistant's answer (a callback to the chat) shows right there, under the question.
+      const answer = `The renewal date is ${uuid().slice(0, 6)}.`;
+      const t2 = uuid();
+      const rep = await callback(ready, t2, { task_id: t2, session_id: sid, status: 'message', message_id: uuid(), user_message_id: asked.message_id, reply_text: answer });
+      assert.equal(rep.status, 200);
+      await popup.waitForFunction((a) => document.getElementById('overlay-thread')?.textContent?.includes(a), answer, { timeout: 10_000 });
+      assert.equal(await ex.locator('.ov-reply-assistant').innerText().then((t) => t.includes(answer)), true);
+      assert.equal(await ex.locator('.ov-waiting').count(), 0, 'no longer waiting');
 
       await popup.setViewportSize({ width: 380, height: 460 });
       await popup.screenshot({ path: path.join(ensureArtifacts(), `overlay-browser-${colorScheme}.png`) });

@@ -7,7 +7,9 @@ import { listenOnStart } from './audiosettings';
 import { ChatView } from './chat';
 import { canStop } from './kinds/gateway';
 import { DesktopSettings, toggleOverlay, type Invoke } from './desktop';
-import { elapsedSince, h } from './dom';
+import { dateTime, elapsedSince, h } from './dom';
+import { describeError, errorText } from './errors';
+import { FirstRunGuide, needsFirstRun } from './firstrun';
 import { HistoryView, sessionTitle, type ExportFormat } from './history';
 import type { SearchHit } from './search';
 import { InsightsView } from './insights';
@@ -52,6 +54,10 @@ const TUNNEL_FAST_POLL_MS = 1000;
  * pages (live messages may have come after it).
  */
 const NEWER_MAX_PAGES = 50;
+/** End call asks once more; the question goes away by itself after this long. */
+const END_CONFIRM_MS = 8000;
+/** Start call is off this long after the user ended a call (a double click is not a new call). */
+const START_AFTER_END_MS = 2000;
 /** A search result deeper in the history than this many pages is not scrolled to. */
 const JUMP_MAX_PAGES = 100;
 
@@ -63,13 +69,6 @@ function unwrap(body: unknown, key: string): unknown {
 
 const isMac = typeof navigator !== 'undefined' && /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent);
 
-export function errorText(res: ApiResponse<unknown>): string {
-  const b = res.body as { error?: unknown; message?: unknown } | null;
-  if (b && typeof b === 'object' && typeof b.error === 'string') {
-    return typeof b.message === 'string' && b.message ? `${b.error}: ${b.message}` : b.error;
-  }
-  return `HTTP ${res.status}`;
-}
 
 export class App {
   readonly store = new Store();
@@ -94,7 +93,17 @@ export class App {
   private assistantChip: HTMLButtonElement;
   private tunnelChip: HTMLButtonElement;
   private barError: HTMLElement;
+  /** "No assistant is connected" before a call starts without one (with the way out). */
+  private barWarn: HTMLElement;
   private authBanner: HTMLElement;
+  /** The first-run guide, shown while no assistant is connected. */
+  private firstRun: FirstRunGuide;
+  /** The call whose End was pressed once: the bar asks to confirm (until this timer). */
+  private confirmingEnd: { sid: string; timer: ReturnType<typeof setTimeout> } | null = null;
+  /** When the user last ended a call (Start call waits a moment: a double click is not a new call). */
+  private endedAt = 0;
+  /** The title typed for the next call. */
+  private callTitle: HTMLInputElement;
   private listen: ListenControls;
 
   private flushQueued = false;
@@ -144,6 +153,8 @@ export class App {
       search: (q) => this.search(q),
       jump: (hit) => void this.jump(hit),
       export: (sid, format) => this.exportSession(sid, format),
+      rename: (sid, title) => this.renameSession(sid, title),
+      remove: (sid) => this.deleteSession(sid),
     });
     this.settings = new SettingsView({
       api: (m, p, b) => this.api(m, p, b),
@@ -206,7 +217,30 @@ export class App {
       this.settings.tunnel.focus();
     });
     this.barError = h('div', { class: 'bar-error', role: 'alert', hidden: true });
+    this.barWarn = h('div', { class: 'bar-warn', id: 'bar-warn', role: 'alert', hidden: true });
     this.authBanner = h('div', { class: 'auth-banner', hidden: true });
+    this.firstRun = new FirstRunGuide({
+      openAssistant: () => this.openAssistantSettings(),
+      openAudio: () => {
+        this.setTab('settings');
+        this.settings.audio.focus();
+      },
+    });
+    this.callTitle = h('input', {
+      class: 'call-title-input',
+      id: 'call-title',
+      type: 'text',
+      maxlength: '200',
+      autocomplete: 'off',
+      placeholder: 'Title (optional)',
+      'aria-label': 'Title of the next call (optional)',
+    });
+    this.callTitle.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter') {
+        e.preventDefault();
+        void this.startCall();
+      }
+    });
 
     const bar = h(
       'header',
@@ -230,7 +264,9 @@ export class App {
       { class: 'app', 'data-conn': 'connecting' },
       bar,
       this.barError,
+      this.barWarn,
       this.authBanner,
+      this.firstRun.el,
       tablist,
       h('main', { class: 'panels' }, this.chat.panel, this.insights.panel, this.transcript.panel, this.history.panel, this.settings.panel),
     );
@@ -277,7 +313,7 @@ export class App {
     const c0 = this.store.cursor;
     const res = await this.api<unknown[]>('GET', '/api/sessions').catch(() => null);
     if (!res || res.status !== 200 || !Array.isArray(res.body)) {
-      if (res && res.status !== 401) this.showBarError(`Could not load the sessions: ${errorText(res)}`);
+      if (res && res.status !== 401) this.showBarError(`Could not load the sessions: ${errorText(res)}`, res);
       return;
     }
     this.store.loadSessions(res.body, c0);
@@ -336,7 +372,7 @@ export class App {
       ]);
       const page = m.status === 200 && m.body && Array.isArray(m.body.items) ? m.body : null;
       if (!page) {
-        if (m.status !== 401) this.showBarError(`Could not load the conversation: ${errorText(m)}`);
+        if (m.status !== 401) this.showBarError(`Could not load the conversation: ${errorText(m)}`, m);
         return;
       }
       const ok = (r: ApiResponse<unknown[]>) => (r.status === 200 && Array.isArray(r.body) ? r.body : undefined);
@@ -410,7 +446,7 @@ export class App {
     const c0 = this.store.cursor;
     const res = await this.api<{ items?: unknown; next?: unknown }>('GET', path);
     if (res.status !== 200 || !res.body || !Array.isArray(res.body.items)) {
-      this.showBarError(`Could not load older ${list === 'insights' ? 'insights' : 'turns'}: ${errorText(res)}`);
+      this.showBarError(`Could not load older ${list === 'insights' ? 'insights' : 'turns'}: ${errorText(res)}`, res);
       return;
     }
     if ((list === 'insights' ? c.insightsOlder : c.transcriptOlder) !== path) return; // another load got there first
@@ -580,7 +616,7 @@ export class App {
         if (t.status === 200 && Array.isArray(t.body)) this.store.loadTranscript(sid, t.body, c1);
         if ((this.store.conv(sid)?.transcript.length ?? 0) === 0) return;
       }
-      this.showBarError(`Could not ask for a summary: ${errorText(res)}`);
+      this.showBarError(`Could not ask for a summary: ${errorText(res)}`, res);
     } catch (e) {
       this.showBarError(`Could not ask for a summary: ${e instanceof Error ? e.message : String(e)}`);
     } finally {
@@ -625,7 +661,7 @@ export class App {
     this.audioEpoch++;
     try {
       const res = await this.api<unknown>(on ? 'POST' : 'DELETE', `/api/calls/${encodeURIComponent(sid)}/listen`);
-      if (res.status !== 200) this.showBarError(`Could not ${on ? 'start' : 'stop'} listening: ${errorText(res)}`);
+      if (res.status !== 200) this.showBarError(`Could not ${on ? 'start' : 'stop'} listening: ${errorText(res)}`, res);
     } catch (e) {
       this.showBarError(`Could not ${on ? 'start' : 'stop'} listening: ${e instanceof Error ? e.message : String(e)}`);
     }
@@ -748,6 +784,35 @@ export class App {
     this.tunnelChip.setAttribute('aria-label', `${c.text}. ${c.title.split('\n')[0]} Open the tunnel settings.`);
   }
 
+  /**
+   * Everything that depends on whether an assistant is connected at all: the first-run guide,
+   * the chat's notice, the empty Insights tab's sentence.
+   */
+  private renderFirstRun(): void {
+    const a = this.store.assistant;
+    this.firstRun.render(a, !!this.store.audio, this.tab === 'settings');
+    const none = needsFirstRun(a);
+    this.chat.setNotice(none ? this.noAssistantNotice('chat') : null);
+    if (none !== this.noAssistantShown) {
+      this.noAssistantShown = none;
+      this.bindActive();
+    }
+  }
+
+  private noAssistantShown = false;
+
+  /** "No assistant is connected: … [Connect an assistant]" (the chat's notice). */
+  private noAssistantNotice(where: string): HTMLElement {
+    const btn = h('button', { class: 'btn btn-small', type: 'button', id: `${where}-connect` }, 'Connect an assistant');
+    btn.addEventListener('click', () => this.openAssistantSettings());
+    return h(
+      'div',
+      { class: 'no-assistant', id: `${where}-no-assistant`, role: 'status' },
+      h('span', null, 'No assistant is connected: nothing will answer. What you send waits here and goes out once you connect one.'),
+      btn,
+    );
+  }
+
   private renderAssistantChip(): void {
     const a = this.store.assistant;
     const status = a?.status ?? 'not_configured';
@@ -759,30 +824,115 @@ export class App {
     this.assistantChip.setAttribute('aria-label', `Assistant: ${label}. ${a?.detail ?? ''} Open the assistant settings.`.trim());
   }
 
-  private async startCall(): Promise<void> {
+  /**
+   * Start call. Without a connected assistant it first says so, with the way to connect one
+   * (`anyway`: the user chose to start regardless: the call is heard and kept, nothing coaches).
+   */
+  private async startCall(anyway = false): Promise<void> {
     this.hideBarError();
+    if (Date.now() - this.endedAt < START_AFTER_END_MS) return;
+    if (!anyway && this.store.assistant?.status === 'not_configured') return this.warnNoAssistant();
+    this.hideBarWarn();
+    const title = this.callTitle.value.trim();
     // Listening starts with the call when this window says so and the app can hear at all (a
     // build that cannot refuses the whole request).
     const listen = listenOnStart() && !!this.store.audio;
-    let res = await this.api<{ session_id?: string }>('POST', '/api/calls', listen ? { listen: true } : {});
-    if (listen && res.status === 503 && apiError(res).code === 'audio_unavailable') res = await this.api<{ session_id?: string }>('POST', '/api/calls', {});
-    if (res.status !== 201 && res.status !== 200) return this.showBarError(`Could not start a call: ${errorText(res)}`);
+    const body: Record<string, unknown> = title ? { title } : {};
+    let res = await this.api<{ session_id?: string }>('POST', '/api/calls', listen ? { ...body, listen: true } : body);
+    if (listen && res.status === 503 && apiError(res).code === 'audio_unavailable') res = await this.api<{ session_id?: string }>('POST', '/api/calls', body);
+    if (res.status !== 201 && res.status !== 200) return this.showBarError(`Could not start a call: ${errorText(res)}`, res);
     if (listen) void this.refreshAudio();
     const sid = res.body?.session_id;
     if (!sid) return this.showBarError('Could not start a call: no session id in the answer.');
+    this.callTitle.value = '';
     this.open(sid, 'chat');
     if (!this.store.sessions.has(sid)) await this.reload();
   }
 
+  /** Start call without an assistant: says what will (not) happen and offers both ways on. */
+  private warnNoAssistant(): void {
+    const connect = h('button', { class: 'btn btn-small btn-primary', type: 'button', id: 'warn-connect' }, 'Connect an assistant');
+    connect.addEventListener('click', () => {
+      this.hideBarWarn();
+      this.openAssistantSettings();
+    });
+    const anyway = h('button', { class: 'btn btn-small', type: 'button', id: 'warn-start-anyway' }, 'Start the call anyway');
+    anyway.addEventListener('click', () => void this.startCall(true));
+    const dismiss = h('button', { class: 'btn btn-small', type: 'button', id: 'warn-dismiss' }, 'Cancel');
+    dismiss.addEventListener('click', () => this.hideBarWarn());
+    this.barWarn.replaceChildren(
+      h(
+        'span',
+        { class: 'bar-warn-text' },
+        h('strong', null, 'No assistant is connected. '),
+        'The call will be heard and kept, but nothing will coach you: no insights, no answers in the chat.',
+      ),
+      h('span', { class: 'bar-warn-actions' }, connect, anyway, dismiss),
+    );
+    this.barWarn.hidden = false;
+    connect.focus();
+  }
+
+  private hideBarWarn(): void {
+    this.barWarn.hidden = true;
+    this.barWarn.replaceChildren();
+  }
+
+  /** Settings → Assistant, its card in view. */
+  private openAssistantSettings(): void {
+    this.setTab('settings');
+    this.settings.assistant.focus();
+  }
+
+  /** End call, first press: the bar asks to confirm; "Keep the call" sits where End call was. */
+  private askEndCall(sid: string): void {
+    if (this.confirmingEnd) clearTimeout(this.confirmingEnd.timer);
+    this.confirmingEnd = {
+      sid,
+      timer: setTimeout(() => this.cancelEndCall(), END_CONFIRM_MS),
+    };
+    this.renderBar();
+    this.callActions.querySelector<HTMLButtonElement>('#cancel-end-call')?.focus();
+  }
+
+  private cancelEndCall(): void {
+    if (!this.confirmingEnd) return;
+    clearTimeout(this.confirmingEnd.timer);
+    this.confirmingEnd = null;
+    this.renderBar();
+  }
+
   private async endCall(sid: string): Promise<void> {
+    if (this.confirmingEnd) clearTimeout(this.confirmingEnd.timer);
+    this.confirmingEnd = null;
+    this.endedAt = Date.now();
+    setTimeout(() => {
+      this.dirty.bar = true;
+      this.flush();
+    }, START_AFTER_END_MS + 50);
     this.hideBarError();
     const c0 = this.store.cursor;
     const res = await this.api<unknown>('POST', `/api/calls/${encodeURIComponent(sid)}/end`);
-    if (res.status !== 200) return this.showBarError(`Could not end the call: ${errorText(res)}`);
+    if (res.status !== 200) return this.showBarError(`Could not end the call: ${errorText(res)}`, res);
     const b = res.body as { session?: unknown } | null;
     this.store.mergeSession(b && typeof b === 'object' && 'session' in b ? b.session : b, c0);
     this.dirty.bar = this.dirty.history = true;
     this.flush();
+  }
+
+  private async renameSession(sid: string, title: string): Promise<void> {
+    const c0 = this.store.cursor;
+    const res = await this.api<unknown>('PATCH', `/api/sessions/${encodeURIComponent(sid)}`, { title: title || null });
+    if (res.status !== 200) throw new Error(`Not renamed: ${errorText(res)}`);
+    this.store.mergeSession(res.body, c0);
+    this.dirty.bar = this.dirty.history = true;
+    this.flush();
+  }
+
+  private async deleteSession(sid: string): Promise<void> {
+    const res = await this.api<unknown>('DELETE', `/api/sessions/${encodeURIComponent(sid)}`);
+    if (res.status !== 200) throw new Error(`Not deleted: ${errorText(res)}`);
+    // The `session_deleted` event removes it from every view (this one included).
   }
 
   private async newChat(): Promise<void> {
@@ -826,7 +976,13 @@ export class App {
     );
     this.insights.bind(
       conv,
-      !sid ? 'No call open.' : s && !s.is_call ? 'This chat is not a call: it has no insights.' : 'No insights yet. They appear here during the call.',
+      !sid
+        ? 'No call open.'
+        : s && !s.is_call
+          ? 'This chat is not a call: it has no insights.'
+          : needsFirstRun(this.store.assistant)
+            ? 'No assistant is connected, so no insights will come: insights are written by your assistant. Connect one in Settings → Assistant.'
+            : 'No insights yet. They appear here during the call.',
     );
     this.transcript.bind(conv, s ?? null);
     this.transcript.renderPartials(this.store.partialsOf(sid));
@@ -847,6 +1003,7 @@ export class App {
     this.settings.panel.hidden = tab !== 'settings';
     this.settings.audio.setVisible(tab === 'settings');
     this.root.dataset.tab = tab;
+    this.renderFirstRun();
     this.syncInsightsOpen();
     if (tab === 'chat') this.chat.shown();
     if (tab === 'history') this.history.render(this.store.sessionList(), this.activeId);
@@ -864,7 +1021,8 @@ export class App {
       if (tab === 'chat') this.chat.composer.focus();
       else this.tabButtons.get(tab)?.focus();
     }
-    this.dirty.badge = true;
+    // The bar's Summarise button is left out on the Transcript tab (it has its own).
+    this.dirty.badge = this.dirty.bar = true;
     this.flush();
   }
 
@@ -933,6 +1091,7 @@ export class App {
         this.settings.assistant.render(this.store.assistant);
         this.insights.setNotice(insightsNotice(this.store.assistant));
         this.chat.setLink({ configured: this.store.assistant?.configured ?? true, canStop: canStop(this.store.assistant?.kind) });
+        this.renderFirstRun();
         break;
       case 'tunnel':
         this.renderTunnelChip();
@@ -947,6 +1106,7 @@ export class App {
         }
         this.renderListen();
         this.settings.audio.render(this.store.audio, this.store.audioUnavailable);
+        this.renderFirstRun();
         break;
       case 'levels':
         // About ten a second: the meters move, nothing else is rendered.
@@ -1043,36 +1203,63 @@ export class App {
     if (s && s.is_call && !s.ended_at) {
       this.elapsedEl = h('span', { class: 'elapsed', id: 'elapsed', 'aria-label': 'Time in the call' }, elapsedSince(s.created_at));
       state.push(h('span', { class: 'live-dot', 'aria-hidden': 'true' }), h('span', { class: 'call-label' }, 'Live call'), this.elapsedEl);
-      const end = h('button', { class: 'btn btn-danger', type: 'button', id: 'end-call' }, 'End call');
-      end.addEventListener('click', () => void this.endCall(s.session_id));
-      actions.push(end);
+      if (s.title && s.title.trim()) state.push(h('span', { class: 'call-title', title: s.title }, s.title.trim()));
+      if (this.confirmingEnd?.sid === s.session_id) {
+        const yes = h('button', { class: 'btn btn-danger', type: 'button', id: 'confirm-end-call' }, 'End call');
+        yes.addEventListener('click', () => void this.endCall(s.session_id));
+        const keep = h('button', { class: 'btn', type: 'button', id: 'cancel-end-call' }, 'Keep the call');
+        keep.addEventListener('click', () => this.cancelEndCall());
+        actions.push(h('span', { class: 'confirm-text', id: 'end-call-question' }, 'End this call?'), yes, keep);
+      } else {
+        const end = h('button', { class: 'btn btn-danger', type: 'button', id: 'end-call' }, 'End call');
+        end.addEventListener('click', () => this.askEndCall(s.session_id));
+        actions.push(end);
+      }
     } else {
+      if (this.confirmingEnd) {
+        clearTimeout(this.confirmingEnd.timer);
+        this.confirmingEnd = null;
+      }
       if (s) {
+        // Untitled: its date (sessionTitle would say "Chat · …" after the label "Chat").
         state.push(
           h('span', { class: 'call-label' }, s.is_call ? 'Past call' : 'Chat'),
-          h('span', { class: 'call-title' }, sessionTitle(s)),
+          h('span', { class: 'call-title' }, s.title && s.title.trim() ? s.title.trim() : dateTime(s.created_at)),
           s.is_call && s.ended_at ? h('span', { class: 'elapsed muted' }, elapsedSince(s.created_at, s.ended_at)) : '',
         );
       } else {
         state.push(h('span', { class: 'call-label muted' }, 'No call in progress'));
       }
-      if (s && s.is_call && s.ended_at) actions.push(...this.summariseControls(s, 'summarise-call', true));
+      // The Transcript tab has its own "Summarise this call" at its head: one on screen at a time.
+      if (s && s.is_call && s.ended_at && this.tab !== 'transcript') actions.push(...this.summariseControls(s, 'summarise-call', true));
       if (live && live.session_id !== this.activeId) {
         const back = h('button', { class: 'btn', type: 'button', id: 'go-live' }, 'Back to live call');
         back.addEventListener('click', () => this.open(live.session_id, 'chat'));
         actions.push(back);
       } else {
         const start = h('button', { class: 'btn btn-primary', type: 'button', id: 'start-call' }, 'Start call');
+        // Just after an end, a second click of a double click must not start another call.
+        if (Date.now() - this.endedAt < START_AFTER_END_MS) {
+          start.disabled = true;
+          start.title = 'You just ended a call';
+        }
         start.addEventListener('click', () => void this.startCall());
-        actions.push(start);
+        actions.push(this.callTitle, start);
       }
     }
     this.callState.replaceChildren(...state);
     this.renderListen();
     // Keep focus on the button the user just pressed, if it is re-created.
     const focusedId = (document.activeElement as HTMLElement | null)?.id;
+    const caret = [this.callTitle.selectionStart, this.callTitle.selectionEnd];
     this.callActions.replaceChildren(...actions);
-    if (focusedId === 'start-call' || focusedId === 'end-call' || focusedId === 'go-live' || focusedId === 'summarise-call') {
+    if (focusedId === 'call-title' && this.callTitle.isConnected) {
+      // Moved with the other controls: the title being typed keeps focus and caret.
+      this.callTitle.focus();
+      this.callTitle.setSelectionRange(caret[0], caret[1]);
+    } else if (focusedId === 'confirm-end-call' || focusedId === 'cancel-end-call') {
+      this.callActions.querySelector<HTMLButtonElement>('#cancel-end-call, #end-call')?.focus();
+    } else if (focusedId === 'start-call' || focusedId === 'end-call' || focusedId === 'go-live' || focusedId === 'summarise-call') {
       const again = focusedId === 'summarise-call' ? this.callActions.querySelector<HTMLButtonElement>('#summarise-call') : null;
       (again ?? (this.callActions.querySelector('button') as HTMLButtonElement | null))?.focus();
     }
@@ -1119,9 +1306,11 @@ export class App {
     if (s) this.elapsedEl.textContent = elapsedSince(s.created_at);
   }
 
-  private showBarError(text: string): void {
+  /** `res`: the answer it comes from (its code goes into the tooltip, for support). */
+  private showBarError(text: string, res: ApiResponse<unknown> | null = null): void {
     this.barError.hidden = false;
     this.barError.textContent = text;
+    describeError(this.barError, res);
   }
 
   private hideBarError(): void {

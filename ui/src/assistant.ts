@@ -7,6 +7,7 @@
 // The form's inputs are the user's draft; everything shown about the link comes from the store
 // (`store.assistant`, fed by the answers of `/api/assistant` and the app's polling).
 
+import { describeError, plainError } from './errors';
 import { clockTime, copyText, fullTime, h } from './dom';
 import { ClawborratorForm } from './kinds/clawborrator';
 import type { ApiResponse } from './transport';
@@ -397,6 +398,7 @@ export class AssistantSettings {
     try {
       const res = await this.actions.assistantCall('PUT', '/api/assistant', { kind });
       this.result.textContent = res.status === 200 ? this.outcome('Switched:') : `Not switched: ${this.actions.errorText(res)}`;
+      describeError(this.result, res);
       if (res.status === 200) this.chosenKind = null;
     } catch (e) {
       this.result.textContent = `Not switched: ${e instanceof Error ? e.message : String(e)}`;
@@ -563,12 +565,13 @@ export class AssistantSettings {
     const message = b && typeof b.message === 'string' ? b.message : '';
     const field = code ? errorField(code, message) : null;
     if (field) {
-      this.setError(field, message || code);
+      this.setError(field, plainError(code, message));
       this.result.textContent = 'Not saved: see the highlighted field.';
       const input = field === 'base_url' ? this.baseUrl : field === 'relay_token' ? this.token : field === 'prelude' ? this.prelude : this.modeInputs.get('auto');
       input?.focus();
     } else {
       this.result.textContent = `Not saved: ${this.actions.errorText(res)}`;
+      describeError(this.result, res);
     }
   }
 
@@ -605,6 +608,7 @@ export class AssistantSettings {
     try {
       const res = await this.actions.assistantCall('POST', '/api/assistant/check');
       this.result.textContent = res.status === 200 ? this.outcome('Checked:') : `Check failed: ${this.actions.errorText(res)}`;
+      describeError(this.result, res);
     } catch (e) {
       this.result.textContent = `Check failed: ${e instanceof Error ? e.message : String(e)}`;
     } finally {
@@ -626,6 +630,7 @@ export class AssistantSettings {
       const res = await this.actions.assistantCall('DELETE', '/api/assistant');
       if (res.status !== 200) {
         this.result.textContent = `Not removed: ${this.actions.errorText(res)}`;
+        describeError(this.result, res);
         return;
       }
       this.clearErrors();

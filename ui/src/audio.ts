@@ -6,6 +6,7 @@
 // patched by `audio_status` events; `store.levels` from `audio_level` events; each call's
 // partial turns from `transcript_partial` events). Views render from there.
 
+import { errorOf } from './errors';
 import { h } from './dom';
 import type { ApiResponse } from './transport';
 import type { Audio, AudioChannel, AudioChannelStatus, AudioEngineView, AudioLevels, AudioSource, AudioStatus, PartialTurn } from './types';
@@ -121,11 +122,7 @@ export function normPartial(raw: unknown, now: number): { partial: PartialTurn; 
 
 /** The `{error, message}` of an answer (`''` when it has none). */
 export function apiError(res: ApiResponse<unknown>): { code: string; message: string } {
-  const b = res.body as { error?: unknown; message?: unknown } | null;
-  return {
-    code: b && typeof b === 'object' && typeof b.error === 'string' ? b.error : '',
-    message: b && typeof b === 'object' && typeof b.message === 'string' ? b.message : '',
-  };
+  return errorOf(res);
 }
 
 // ---- pure helpers ---------------------------------------------------------------------------

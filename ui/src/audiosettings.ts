@@ -10,6 +10,7 @@
 // the store (`store.audio`, `store.levels`). The list of sources is this card's own (read when
 // Settings opens and while it stays open).
 
+import { describeError, plainError } from './errors';
 import { apiError, audioErrorField, backlogText, hostOf, isLoopbackUrl, LevelMeter, METERS_RENEW_MS, METERS_SECONDS, normSources, sourceOptions, TEST_SECONDS, type AudioField } from './audio';
 import { h } from './dom';
 import type { ApiResponse } from './transport';
@@ -510,11 +511,12 @@ export class AudioSettings {
     const e = apiError(res);
     const field = e.code ? audioErrorField(e.code, e.message, sent) : null;
     if (field) {
-      this.setError(field, e.message || e.code);
+      this.setError(field, plainError(e.code, e.message));
       this.result.textContent = `${what}: see the highlighted field.`;
       this.inputOf(field)?.focus();
     } else {
       this.result.textContent = `${what}: ${this.actions.errorText(res)}`;
+      describeError(this.result, res);
     }
   }
 

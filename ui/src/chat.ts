@@ -70,8 +70,8 @@ function deliveryMark(m: Message, link: LinkInfo): HTMLElement | null {
         ? 'Delivered to your assistant'
         : 'Not delivered: see below';
   if (d.state === 'sending' && !link.configured) {
-    label = 'queued';
-    title = 'No assistant is linked yet: it is sent once one is (Settings → Assistant)';
+    label = 'queued: no assistant connected';
+    title = 'No assistant is connected yet: it is sent once one is (Settings → Assistant)';
   }
   return h('span', { class: `msg-delivery msg-delivery-${d.state}`, 'data-delivery': m.delivery, title }, label);
 }
@@ -165,6 +165,8 @@ export class ChatView {
   private typingEl: HTMLElement;
   private pill: HTMLButtonElement;
   private empty: HTMLElement;
+  /** Above the composer: why nothing will answer (no assistant), with the way to fix it. */
+  private notice = h('div', { class: 'chat-notice', hidden: true });
   private input: HTMLTextAreaElement;
   private sendBtn: HTMLButtonElement;
   private sendError: HTMLElement;
@@ -239,9 +241,23 @@ export class ChatView {
       h('div', { class: 'msg-area' }, this.scroller, this.empty, this.pill),
       this.typingEl,
       this.stopControl.el,
+      this.notice,
       form,
       this.announcer,
     );
+  }
+
+  setNotice(el: HTMLElement | null): void {
+    if (!el) {
+      if (!this.notice.hidden) {
+        this.notice.hidden = true;
+        this.notice.replaceChildren();
+      }
+      return;
+    }
+    if (!this.notice.hidden && this.notice.firstElementChild?.id === el.id) return;
+    this.notice.replaceChildren(el);
+    this.notice.hidden = false;
   }
 
   get composer(): HTMLTextAreaElement {
@@ -446,9 +462,12 @@ export class ChatView {
     void this.submit();
   }
 
+  /** Grows with the text up to 200 px; a scrollbar only past that (none on one line). */
   private autosize(): void {
     this.input.style.height = 'auto';
-    this.input.style.height = `${Math.min(this.input.scrollHeight, 200)}px`;
+    const full = this.input.scrollHeight;
+    this.input.style.height = `${Math.min(full, 200)}px`;
+    this.input.style.overflowY = full > 200 ? 'auto' : 'hidden';
   }
 
   private async submit(): Promise<void> {

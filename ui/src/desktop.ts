@@ -4,6 +4,7 @@
 // `invoke('set_desktop_prefs')`); the browser mode has none of this and opens the overlay route
 // in a popup instead.
 
+import { plainError } from './errors';
 import { h } from './dom';
 import type { OverlayChrome } from './overlay';
 
@@ -62,7 +63,7 @@ export function overlayChrome(invoke: Invoke | null): OverlayChrome {
 export function prefsError(e: unknown): string {
   if (e && typeof e === 'object' && 'error' in e) {
     const x = e as { error: unknown; message?: unknown };
-    return typeof x.message === 'string' ? `${String(x.error)}: ${x.message}` : String(x.error);
+    return plainError(String(x.error), typeof x.message === 'string' ? x.message : '');
   }
   return e instanceof Error ? e.message : String(e);
 }

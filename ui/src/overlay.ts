@@ -1,18 +1,57 @@
 // The compact overlay (`?view=overlay`): the newest insights of the live call, the assistant's
-// typing state, whether the app is hearing the call (listening, or why not) and a one-line input
-// to message it. It reads the same event stream as the main
+// typing state, whether the app is hearing the call (listening, or why not), a one-line input
+// to message it and, under the insights, the questions asked here with their answers (or why
+// there is none yet). It reads the same event stream as the main
 // window (its own Store fed by the same Transport), so nothing here has a data path of its own.
 // In the desktop app it is the always-on-top "overlay" window; in a browser, a popup or a tab.
 
 import { apiError, audioChip, meterFraction, shortDetail, type AudioChip } from './audio';
 import { clockTime, h } from './dom';
+import { describeError, errorText } from './errors';
 import { renderInline } from './markdown';
 import { Store, type Conversation } from './store';
 import type { ApiResponse, StreamState, Subscription, Transport } from './transport';
-import type { Insight, Session, Typing } from './types';
+import { deliveryView } from './store';
+import type { Insight, Message, Session, Typing } from './types';
 
 /** Insights shown at once (newest first). */
 export const OVERLAY_INSIGHTS = 5;
+/** Questions asked in the overlay shown with their answers (the newest). */
+export const OVERLAY_QUESTIONS = 2;
+
+/** One question asked in the overlay and what came back for it. */
+export interface OverlayExchange {
+  question: Message;
+  /** The assistant's answer, its errors and notes, in order (a draft while it is written). */
+  replies: Message[];
+  /** Why nothing came back yet, in plain words (delivery trouble), else null. */
+  waiting: string | null;
+}
+
+/**
+ * The overlay's thread: the questions it sent (by `message_id`), newest last, each with the
+ * messages that answer it (`user_message_id`). Everything comes from the store the events fill.
+ */
+export function overlayThread(messages: Message[], asked: readonly string[]): OverlayExchange[] {
+  const mine = new Set(asked);
+  const out: OverlayExchange[] = [];
+  const byId = new Map<string, OverlayExchange>();
+  for (const m of messages) {
+    if (m.kind === 'user' && m.message_id && mine.has(m.message_id)) {
+      const d = deliveryView(m);
+      const x: OverlayExchange = {
+        question: m,
+        replies: [],
+        waiting: d.state === 'failed' ? `Not delivered: ${d.note}` : d.state === 'sending' ? d.note : null,
+      };
+      out.push(x);
+      byId.set(m.message_id, x);
+    } else if (m.kind !== 'user' && m.user_message_id && byId.has(m.user_message_id)) {
+      byId.get(m.user_message_id)!.replies.push(m);
+    }
+  }
+  return out.slice(-OVERLAY_QUESTIONS);
+}
 
 /** What the overlay's window chrome can do (the desktop app's commands, or the browser's). */
 export interface OverlayChrome {
@@ -64,13 +103,6 @@ export function overlayModel(store: Store): OverlayModel {
   };
 }
 
-function errorText(res: ApiResponse<unknown>): string {
-  const b = res.body as { error?: unknown; message?: unknown } | null;
-  if (b && typeof b === 'object' && typeof b.error === 'string') {
-    return typeof b.message === 'string' && b.message ? `${b.error}: ${b.message}` : b.error;
-  }
-  return `HTTP ${res.status}`;
-}
 
 export class Overlay {
   readonly store = new Store();
@@ -88,6 +120,9 @@ export class Overlay {
   private status = h('div', { class: 'ov-status', id: 'overlay-status', role: 'status', 'aria-live': 'polite' });
   private loadedCall: string | null = null;
   private queued = false;
+  /** Questions asked here (`message_id`s, per call; kept for the window's life). */
+  private asked = new Map<string, string[]>();
+  private thread = h('ol', { class: 'ov-thread', id: 'overlay-thread', 'aria-live': 'polite', 'aria-label': 'Your questions and the answers', hidden: true });
 
   constructor(
     mount: HTMLElement,
@@ -130,7 +165,7 @@ export class Overlay {
       header,
       this.hearingEl,
       this.typingEl,
-      h('div', { class: 'ov-scroll' }, this.list, this.empty),
+      h('div', { class: 'ov-scroll' }, this.list, this.empty, this.thread),
       form,
       this.status,
     );
@@ -203,6 +238,7 @@ export class Overlay {
     const res = await this.transport.api<unknown[]>('GET', '/api/sessions').catch(() => null);
     if (!res || res.status !== 200 || !Array.isArray(res.body)) {
       this.status.textContent = res ? `Could not load the calls: ${errorText(res)}` : 'Could not load the calls.';
+      describeError(this.status, res);
       return;
     }
     this.store.loadSessions(res.body, c0);
@@ -260,10 +296,42 @@ export class Overlay {
         ),
       ),
     );
+    this.renderThread(m.call);
     this.empty.hidden = m.insights.length > 0;
     this.empty.textContent = !m.call ? 'Start a call in StageWhisper: its insights show here.' : 'No insights yet.';
     this.input.disabled = !m.call;
     this.sendBtn.disabled = !m.call;
+  }
+
+  private renderThread(call: Session | null): void {
+    const asked = call ? this.asked.get(call.session_id) ?? [] : [];
+    const conv = call ? this.store.conv(call.session_id) : undefined;
+    const ex = conv && asked.length ? overlayThread(conv.messages, asked) : [];
+    this.thread.hidden = ex.length === 0;
+    this.thread.replaceChildren(
+      ...ex.map((x) => {
+        const who = (m: Message) => (m.kind === 'error' ? 'Error' : m.kind === 'notice' ? 'Note' : 'Assistant');
+        const replies = x.replies.map((r) =>
+          h(
+            'div',
+            { class: `ov-reply ov-reply-${r.kind}${r.draft ? ' is-draft' : ''}`, 'data-kind': r.kind },
+            h('span', { class: 'ov-who' }, who(r)),
+            h('span', { class: 'ov-text' }, renderInline(r.text)),
+          ),
+        );
+        const pending =
+          x.replies.length === 0
+            ? h('div', { class: `ov-reply ov-waiting${x.waiting ? ' is-trouble' : ''}` }, x.waiting ?? 'Waiting for the answer…')
+            : null;
+        return h(
+          'li',
+          { class: 'ov-exchange', 'data-message-id': x.question.message_id ?? '' },
+          h('div', { class: 'ov-question' }, h('span', { class: 'ov-who' }, 'You'), h('span', { class: 'ov-text' }, x.question.text)),
+          ...replies,
+          pending,
+        );
+      }),
+    );
   }
 
   private async send(): Promise<void> {
@@ -272,14 +340,29 @@ export class Overlay {
     if (!text || !call) return;
     this.sendBtn.disabled = true;
     this.status.textContent = 'Sending…';
+    const c0 = this.store.cursor;
     try {
       const res = await this.transport.api('POST', `/api/sessions/${encodeURIComponent(call.session_id)}/messages`, { text });
       if (res.status !== 201 && res.status !== 200) {
         this.status.textContent = `Not sent: ${errorText(res)}`;
+        describeError(this.status, res);
         return;
       }
       this.input.value = '';
-      this.status.textContent = 'Sent.';
+      this.status.textContent = '';
+      // The answer shows under the insights: the question is followed by its `message_id`
+      // (its events, and the reply's `user_message_id`, come through the same store).
+      const b = res.body as { message_id?: unknown; message?: { message_id?: unknown } } | null;
+      const mid = typeof b?.message_id === 'string' ? b.message_id : typeof b?.message?.message_id === 'string' ? b.message.message_id : null;
+      if (mid) {
+        const list = this.asked.get(call.session_id) ?? [];
+        list.push(mid);
+        this.asked.set(call.session_id, list.slice(-OVERLAY_QUESTIONS));
+        this.store.mergeMessage(res.body, c0);
+        this.schedule();
+      } else {
+        this.status.textContent = 'Sent.';
+      }
     } catch (e) {
       this.status.textContent = `Not sent: ${e instanceof Error ? e.message : String(e)}`;
     } finally {

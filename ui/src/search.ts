@@ -29,8 +29,41 @@ export const SEARCH_DEBOUNCE_MS = 250;
 
 const KIND_LABEL: Record<SearchHit['kind'], string> = { chat: 'Chat', insight: 'Insight', transcript: 'Transcript' };
 
+/**
+ * A snippet without its markdown marks (`**bold**`, `` `code` ``, `~~x~~`, `__x__`, a heading's
+ * `#`), the highlights moved with the text (offsets are Unicode code points).
+ */
+export function plainSnippet(snippet: string, highlights: [number, number][]): { text: string; highlights: [number, number][] } {
+  const chars = Array.from(snippet);
+  const keep = chars.map(() => true);
+  for (let i = 0; i < chars.length; i++) {
+    const c = chars[i];
+    if (c === '*' || c === '`' || c === '~') keep[i] = false;
+    else if (c === '_' && (chars[i + 1] === '_' || chars[i - 1] === '_')) keep[i] = false;
+    else if (c === '#' && (i === 0 || chars[i - 1] === '\n' || !keep[i - 1])) {
+      let j = i;
+      while (chars[j] === '#') j++;
+      if (chars[j] === ' ' && (i === 0 || chars[i - 1] === '\n')) for (let k = i; k <= j; k++) keep[k] = false;
+    }
+  }
+  // at[i]: where the i-th original code point lands (the length at the end).
+  const at: number[] = [];
+  let n = 0;
+  for (let i = 0; i < chars.length; i++) {
+    at.push(n);
+    if (keep[i]) n++;
+  }
+  at.push(n);
+  const moved = highlights
+    .filter(([a, b]) => a >= 0 && b > a && b <= chars.length)
+    .map(([a, b]) => [at[a], at[b]] as [number, number])
+    .filter(([a, b]) => b > a);
+  return { text: chars.filter((_, i) => keep[i]).join(''), highlights: moved };
+}
+
 /** The snippet as text with its matches in `<mark>` (offsets are Unicode code points). */
-export function snippetNodes(snippet: string, highlights: [number, number][]): Node[] {
+export function snippetNodes(raw: string, rawHighlights: [number, number][]): Node[] {
+  const { text: snippet, highlights } = plainSnippet(raw, rawHighlights);
   const chars = Array.from(snippet);
   const marks = [...highlights].filter(([a, b]) => a >= 0 && b > a && b <= chars.length).sort((x, y) => x[0] - y[0]);
   const out: Node[] = [];

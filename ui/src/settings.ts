@@ -2,6 +2,7 @@
 // the assistant link (assistant.ts), hearing the call (audiosettings.ts) and the callback tunnel
 // (tunnel.ts).
 
+import { describeError } from './errors';
 import { AssistantSettings, type AssistantActions } from './assistant';
 import { AudioSettings, type AudioSettingsActions } from './audiosettings';
 import { copyText, h } from './dom';
@@ -111,6 +112,7 @@ export class SettingsView {
     const res = await this.actions.api<Settings>('GET', '/api/settings');
     if (res.status !== 200) {
       this.status.textContent = `Could not load the settings: ${this.actions.errorText(res)}`;
+      describeError(this.status, res);
       return;
     }
     this.settings = res.body;
@@ -154,6 +156,7 @@ export class SettingsView {
       const res = await this.actions.api<{ callback_token: string }>('POST', '/api/settings/callback-token/rotate');
       if (res.status !== 200 || !res.body?.callback_token) {
         this.status.textContent = `Rotation failed: ${this.actions.errorText(res)}`;
+        describeError(this.status, res);
         return;
       }
       if (this.settings) this.settings.callback_token = res.body.callback_token;

@@ -7,6 +7,7 @@
 // As in assistant.ts, the inputs are the user's draft; everything shown about the tunnel comes
 // from the store (`store.tunnel`, fed by the answers of `/api/tunnel…` and the app's polling).
 
+import { describeError, plainError } from './errors';
 import { clockTime, copyText, fullTime, h } from './dom';
 import type { ApiResponse } from './transport';
 import type { Tunnel, TunnelKind } from './types';
@@ -461,11 +462,12 @@ export class TunnelSettings {
     const message = b && typeof b.message === 'string' ? b.message : '';
     const field = code ? tunnelErrorField(code, message, kind) : null;
     if (field) {
-      this.setError(field, message || code);
+      this.setError(field, plainError(code, message));
       this.result.textContent = 'Not started: see the highlighted field.';
       this.inputOf(field)?.focus();
     } else {
       this.result.textContent = `Not started: ${this.actions.errorText(res)}`;
+      describeError(this.result, res);
     }
   }
 
@@ -476,6 +478,7 @@ export class TunnelSettings {
       const res = await this.actions.tunnelCall(method, path, body);
       if (res.status !== 200) {
         this.result.textContent = `Failed: ${this.actions.errorText(res)}`;
+        describeError(this.result, res);
         return;
       }
       if (method === 'DELETE' && path === '/api/tunnel') this.clearErrors();

@@ -44,7 +44,12 @@ class MemTransport implements Transport {
   constructor(private answers: Record<string, unknown>) {}
   async api<T>(method: string, path: string, body?: unknown): Promise<ApiResponse<T>> {
     this.calls.push({ method, path, body });
-    if (method === 'POST') return { status: 201, body: { id: 99 } as T };
+    if (method === 'POST') {
+      // A stored user message, as `POST …/messages` answers.
+      const text = (body as { text?: string } | undefined)?.text ?? '';
+      const sid = path.split('/')[3];
+      return { status: 201, body: { id: 99, session_id: sid, kind: 'user', text, message_id: 'mid-99', delivery: 'pending', received_at: new Date(T0).toISOString(), sort_key: 99 } as T };
+    }
     return { status: 200, body: (this.answers[path] ?? []) as T };
   }
   subscribe(_cursor: () => number, sink: EventSink): Subscription {
@@ -114,7 +119,30 @@ describe('overlay view', () => {
     await flush();
     expect(t.calls.at(-1)).toEqual({ method: 'POST', path: '/api/sessions/live-1/messages', body: { text: 'what next?' } });
     expect(input.value).toBe('');
-    expect(mount.querySelector('#overlay-status')?.textContent).toBe('Sent.');
+    // The question shows under the insights until its answer comes, then the answer.
+    const thread = mount.querySelector<HTMLElement>('#overlay-thread')!;
+    expect(thread.hidden).toBe(false);
+    expect(thread.querySelector('.ov-question')?.textContent).toContain('what next?');
+    expect(thread.querySelector('.ov-waiting')?.textContent).toBe('Waiting for the answer…');
+    t.sink!.events([
+      {
+        id: 6,
+        type: 'message_added',
+        session_id: 'live-1',
+        message: { id: 100, session_id: 'live-1', kind: 'assistant', text: 'Ask for the **pilot** date.', message_id: 'r-1', user_message_id: 'mid-99', received_at: new Date(T0 + 1000).toISOString(), sort_key: 100 },
+      } as SwEvent,
+      // Another chat message (not asked here) stays out of the overlay.
+      {
+        id: 7,
+        type: 'message_added',
+        session_id: 'live-1',
+        message: { id: 101, session_id: 'live-1', kind: 'assistant', text: 'Unrelated', message_id: 'r-2', user_message_id: 'other', received_at: new Date(T0 + 2000).toISOString(), sort_key: 101 },
+      } as SwEvent,
+    ]);
+    await flush();
+    expect(thread.querySelector('.ov-waiting')).toBeNull();
+    expect([...thread.querySelectorAll('.ov-reply')].map((r) => r.textContent)).toEqual(['AssistantAsk for the pilot date.']);
+    expect(thread.querySelector('.ov-reply strong')?.textContent).toBe('pilot');
   });
 
   it('without a call: says so and the input is off', async () => {
@@ -175,8 +203,10 @@ describe('desktop helpers', () => {
     expect(overlayChrome(null).draggable).toBe(false);
   });
 
-  it('a refused setting reads as its code and sentence', () => {
-    expect(prefsError({ error: 'invalid_shortcut', message: 'no' })).toBe('invalid_shortcut: no');
+  it('a refused setting reads as a sentence', () => {
+    expect(prefsError({ error: 'invalid_shortcut', message: '"Ctrl+" is not a shortcut; write it like Ctrl+Shift+Space' })).toBe(
+      '"Ctrl+" is not a shortcut; write it like Ctrl+Shift+Space.',
+    );
     expect(prefsError(new Error('boom'))).toBe('boom');
   });
 });

@@ -8,6 +8,7 @@
 // Everything shown comes from the `GET /api/assistant` view (the store keeps the raw view in
 // `extra`) and from the pairing answer.
 
+import { describeError } from '../errors';
 import { copyText, h } from '../dom';
 import type { ApiResponse } from '../transport';
 import type { Assistant } from '../types';
@@ -234,6 +235,7 @@ export class ByoSettings {
         const sw = await this.actions.assistantCall('PUT', '/api/assistant', { kind: BYO_KIND });
         if (sw.status !== 200) {
           this.result.textContent = `Not switched: ${this.actions.errorText(sw)}`;
+          describeError(this.result, sw);
           return;
         }
       }
@@ -241,7 +243,10 @@ export class ByoSettings {
       if (res.status === 201 && res.body) {
         this.showPairing(res.body as Pairing);
         this.result.textContent = '';
-      } else this.result.textContent = `No code: ${this.actions.errorText(res)}`;
+      } else {
+        this.result.textContent = `No code: ${this.actions.errorText(res)}`;
+        describeError(this.result, res);
+      }
     } catch (e) {
       this.result.textContent = `No code: ${e instanceof Error ? e.message : String(e)}`;
     } finally {
@@ -253,6 +258,7 @@ export class ByoSettings {
     try {
       const res = await this.actions.assistantCall(method, path);
       this.result.textContent = res.status < 300 ? done : `Failed: ${this.actions.errorText(res)}`;
+      describeError(this.result, res);
     } catch (e) {
       this.result.textContent = `Failed: ${e instanceof Error ? e.message : String(e)}`;
     }

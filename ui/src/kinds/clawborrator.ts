@@ -5,6 +5,7 @@
 // insights. Saving sends `PUT /api/assistant {"kind":"clawborrator", …}`; the status comes from the
 // store like every kind's.
 
+import { describeError, plainError } from '../errors';
 import { h } from '../dom';
 import type { ApiResponse } from '../transport';
 import type { Assistant } from '../types';
@@ -201,10 +202,11 @@ export class ClawborratorForm {
     const message = b && typeof b.message === 'string' ? b.message : '';
     const f = code ? clawErrorField(code, message) : null;
     if (f) {
-      this.setError(f, message || code);
+      this.setError(f, plainError(code, message));
       this.field(f).focus();
     }
     this.result.textContent = `${what}: ${this.actions.errorText(res)}`;
+    describeError(this.result, res);
   }
 
   /** The `PUT /api/assistant` body for what the form says now. */
@@ -232,7 +234,8 @@ export class ClawborratorForm {
       const res = await api<{ sessions?: HubSession[] }>('POST', '/api/assistant/clawborrator/sessions', body);
       const list = res.status === 200 && Array.isArray(res.body?.sessions) ? res.body.sessions : null;
       if (!list) {
-        this.listResult.textContent = `No list: ${this.actions.errorText(res)}`;
+        this.listResult.textContent = `Could not list the hub’s sessions: ${this.actions.errorText(res)}`;
+        describeError(this.listResult, res);
         return;
       }
       this.picker.replaceChildren(
@@ -243,7 +246,7 @@ export class ClawborratorForm {
       this.listResult.textContent = `${list.length} session${list.length === 1 ? '' : 's'} on the hub.`;
       this.picker.focus();
     } catch (e) {
-      this.listResult.textContent = `No list: ${e instanceof Error ? e.message : String(e)}`;
+      this.listResult.textContent = `Could not list the hub’s sessions: ${e instanceof Error ? e.message : String(e)}`;
     } finally {
       this.listBtn.disabled = false;
     }

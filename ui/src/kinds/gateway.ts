@@ -8,6 +8,7 @@
 // Everything shown comes from the store's `Assistant` (the `GET /api/assistant` view); the inputs
 // are the user's draft.
 
+import { describeError, plainError } from '../errors';
 import { copyText, h } from '../dom';
 import type { ApiResponse } from '../transport';
 import type { Assistant, Message } from '../types';
@@ -242,9 +243,12 @@ export class GatewaySettings {
         const message = typeof b?.message === 'string' ? b.message : '';
         const f = gatewayErrorField(code, message);
         if (f) {
-          this.setError(f, message || code);
+          this.setError(f, plainError(code, message));
           this.result.textContent = 'Not saved: see the highlighted field.';
-        } else this.result.textContent = `Not saved: ${this.actions.errorText(res)}`;
+        } else {
+          this.result.textContent = `Not saved: ${this.actions.errorText(res)}`;
+          describeError(this.result, res);
+        }
         return;
       }
       this.dirty.clear();
