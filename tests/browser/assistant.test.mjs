@@ -267,7 +267,10 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
     await shots('chat-failed');
     // Settings shows the last error.
     await page.keyboard.press('Control+5');
-    await page.waitForFunction(() => /assistant_rejected/.test(document.querySelector('#assistant-last-error')?.textContent ?? ''), null, { timeout: 10_000 });
+    // In words; the code for support in the tooltip.
+    await page.waitForSelector('#assistant-last-error[data-error-code="assistant_rejected"]', { timeout: 10_000 });
+    assert.doesNotMatch(await page.locator('#assistant-last-error').innerText(), /assistant_rejected/);
+    assert.match(await page.locator('#assistant-last-error').getAttribute('title'), /Error code: assistant_rejected/);
     await page.keyboard.press('Control+1');
 
     fake.respond(null);

@@ -450,7 +450,8 @@ def part_links(binary, env, tmp, procs, calls_path, hub_bin):
         wd.call("POST", f"/session/{wd.session}/element/{inp}/value", {"text": said})
         btn = next(iter(wd.call("POST", f"/session/{wd.session}/element", {"using": "css selector", "value": "#overlay-send"}).values()))
         wd.call("POST", f"/session/{wd.session}/element/{btn}/click", {})
-        w.wait_for("the overlay to say Sent", lambda: wd.js("return document.getElementById('overlay-status').textContent") == "Sent.", 20)
+        # Sent: the question shows under the insights, waiting for its answer.
+        w.wait_for("the question in the overlay's thread", lambda: said in (wd.js("return document.getElementById('overlay-thread').innerText") or ""), 20)
         r = wd.invoke("api", {"method": "GET", "path": f"/api/sessions/{sid}/messages", "body": None})
         if not any(m.get("kind") == "user" and m.get("text") == said for m in r["ok"]["body"]):
             raise Fail(f"the overlay's message is not in the call: {r}")

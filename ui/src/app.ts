@@ -1,7 +1,7 @@
 // The application shell: call bar, tabs, and the wiring between the transport, the store and the
 // views. State changes only through the store (events + API snapshots); views render from it.
 
-import { statusClass, statusLabel } from './assistant';
+import { statusClass, statusLabel, waitingReason } from './assistant';
 import { apiError, ListenControls } from './audio';
 import { listenOnStart } from './audiosettings';
 import { ChatView } from './chat';
@@ -1090,7 +1090,11 @@ export class App {
         this.renderAssistantChip();
         this.settings.assistant.render(this.store.assistant);
         this.insights.setNotice(insightsNotice(this.store.assistant));
-        this.chat.setLink({ configured: this.store.assistant?.configured ?? true, canStop: canStop(this.store.assistant?.kind) });
+        {
+          const link = { configured: this.store.assistant?.configured ?? true, waiting: waitingReason(this.store.assistant) };
+          this.chat.setLink({ ...link, canStop: canStop(this.store.assistant?.kind) });
+          this.transcript.setLink(link);
+        }
         this.renderFirstRun();
         break;
       case 'tunnel':

@@ -38,6 +38,15 @@ export function statusLabel(status: string | null | undefined): string {
   return STATUS_LABEL[status] ?? status.replace(/_/g, ' ');
 }
 
+/**
+ * Why entries wait while the link is down (its detail, else its status in words), or null when
+ * it is online, being checked, or not configured (that has its own words: "queued").
+ */
+export function waitingReason(a: Assistant | null): string | null {
+  if (!a || a.status === 'online' || a.status === 'checking' || a.status === 'not_configured') return null;
+  return a.detail?.trim() || `the assistant is ${statusLabel(a.status).toLowerCase()}`;
+}
+
 /** CSS class of a status chip. */
 export function statusClass(status: string | null | undefined): string {
   switch (status) {
@@ -449,13 +458,18 @@ export class AssistantSettings {
     );
     this.infoCallback.textContent = a?.callback_url ?? '…';
     this.claw.render(a);
+    // The last error in words (its code in the tooltip); once a later check found the
+    // assistant online, it says it is resolved rather than sit beside "Online" as if current.
     const le = a?.last_error;
+    const resolved = !!le && a?.status === 'online' && !!a.checked_at && (!le.at || Date.parse(le.at) <= Date.parse(a.checked_at));
+    this.infoLastError.title = le ? `Error code: ${le.code}` : '';
+    if (le) this.infoLastError.dataset.errorCode = le.code;
+    else delete this.infoLastError.dataset.errorCode;
+    this.infoLastError.dataset.resolved = String(resolved);
     this.infoLastError.replaceChildren(
       ...(le
         ? [
-            h('code', { class: 'msg-error-code' }, le.code),
-            ' ',
-            h('span', null, le.message),
+            h('span', { class: resolved ? 'setting-note' : '' }, resolved ? `Resolved since (the last check found it online): ${plainError(le.code, le.message)}` : plainError(le.code, le.message)),
             le.at ? h('time', { class: 'setting-note', datetime: le.at, title: fullTime(le.at) }, ` · ${clockTime(le.at)}`) : '',
           ]
         : [h('span', { class: 'setting-note' }, 'None')]),

@@ -41,6 +41,12 @@ const HIGHLIGHT_MS = 2500;
 export interface LinkInfo {
   /** An assistant is configured (pending messages are on their way, not merely queued). */
   configured: boolean;
+  /**
+   * Why nothing gets through right now (the link's own status: unreachable, refused, …), or
+   * null: a pending entry without a reason of its own shows this one, so chat messages and
+   * transcript turns waiting behind the same outage say the same thing.
+   */
+  waiting?: string | null;
   /** The active kind can stop a running reply (the Stop button). */
   canStop?: boolean;
 }
@@ -57,6 +63,9 @@ function estimate(m: Message, width: number): number {
   return 46 + Math.min(lines, 400) * 21;
 }
 
+/** A pending entry while no assistant is configured at all. */
+export const QUEUED_LABEL = 'queued: no assistant connected';
+
 /** The subtle delivery mark of a user message (`sending…` / `sent` / `failed`), or null. */
 function deliveryMark(m: Message, link: LinkInfo): HTMLElement | null {
   if (m.kind !== 'user') return null;
@@ -70,7 +79,7 @@ function deliveryMark(m: Message, link: LinkInfo): HTMLElement | null {
         ? 'Delivered to your assistant'
         : 'Not delivered: see below';
   if (d.state === 'sending' && !link.configured) {
-    label = 'queued: no assistant connected';
+    label = QUEUED_LABEL;
     title = 'No assistant is connected yet: it is sent once one is (Settings → Assistant)';
   }
   return h('span', { class: `msg-delivery msg-delivery-${d.state}`, 'data-delivery': m.delivery, title }, label);
@@ -98,10 +107,13 @@ export function deliveryNote(
   e: Parameters<typeof deliveryView>[0],
   retry: (btn: HTMLButtonElement, err: HTMLElement) => void,
   what = 'message',
+  waiting: string | null = null,
 ): HTMLElement | null {
   const d = deliveryView(e);
-  if (!d.note) return null;
-  const el = h('div', { class: `delivery-note delivery-note-${d.state}` }, h('span', { class: 'delivery-note-text' }, d.note));
+  // Pending without a reason of its own (it waits behind another entry): the link's reason.
+  const note = d.note ?? (d.state === 'sending' && waiting ? `Not delivered yet: ${waiting}` : null);
+  if (!note) return null;
+  const el = h('div', { class: `delivery-note delivery-note-${d.state}` }, h('span', { class: 'delivery-note-text' }, note));
   if (d.canRetry) {
     const err = h('span', { class: 'delivery-retry-error', role: 'alert' });
     const btn = h('button', { class: 'btn btn-small delivery-retry', type: 'button', 'aria-label': `Retry sending this ${what}` }, 'Retry');
@@ -153,7 +165,7 @@ function fill(row: HTMLElement, m: Message, link: LinkInfo, retry: (m: Message) 
   row.dataset.draft = m.draft ? 'true' : 'false';
   if (m.kind === 'user' && m.delivery) row.dataset.delivery = m.delivery;
   else delete row.dataset.delivery;
-  const note = m.kind === 'user' ? deliveryNote(m, (btn, err) => void runRetry(btn, err, () => retry(m))) : null;
+  const note = m.kind === 'user' ? deliveryNote(m, (btn, err) => void runRetry(btn, err, () => retry(m)), 'message', link.waiting ?? null) : null;
   const bubble = h('div', { class: 'msg-bubble' }, metaLine(m, link), body(m), note);
   row.replaceChildren(bubble);
 }
@@ -282,7 +294,7 @@ export class ChatView {
       this.link = { ...this.link, canStop: link.canStop };
       this.paintStop();
     }
-    if (link.configured === this.link.configured) return;
+    if (link.configured === this.link.configured && (link.waiting ?? null) === (this.link.waiting ?? null)) return;
     this.link = link;
     const conv = this.conv;
     if (!conv) return;

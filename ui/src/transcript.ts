@@ -3,7 +3,7 @@
 // turns being heard right now (live partials, one per open turn), each replaced by its final turn
 // when that is stored. A small form adds a turn by hand while the call is live.
 
-import { deliveryNote, runRetry } from './chat';
+import { deliveryNote, QUEUED_LABEL, runRetry, type LinkInfo } from './chat';
 import { duration, fullTime, h } from './dom';
 import { deliveryView, type Conversation } from './store';
 import type { PartialTurn, Session, TranscriptTurn } from './types';
@@ -104,6 +104,15 @@ export class TranscriptView {
       this.scroller,
       this.form,
     );
+  }
+
+  private link: LinkInfo = { configured: true };
+
+  /** The link's state changed: pending turns say the same as pending chat messages. */
+  setLink(link: LinkInfo): void {
+    if (link.configured === this.link.configured && (link.waiting ?? null) === (this.link.waiting ?? null)) return;
+    this.link = link;
+    for (const item of this.items.values()) if (item.turn.delivery === 'pending') this.fill(item.li, item.turn);
   }
 
   bind(conv: Conversation | null, session: Session | null): void {
@@ -239,6 +248,7 @@ export class TranscriptView {
 
   private fill(li: HTMLLIElement, t: TranscriptTurn): void {
     const d = deliveryView(t);
+    const queued = d.state === 'sending' && !this.link.configured;
     li.className = `turn${d.state ? ` turn-${d.state}` : ''}`;
     li.dataset.id = String(t.id);
     if (t.delivery) li.dataset.delivery = t.delivery;
@@ -252,11 +262,18 @@ export class TranscriptView {
           'span',
           {
             class: `msg-delivery msg-delivery-${d.state}`,
-            title: d.state === 'sending' ? 'Being sent to your assistant' : d.state === 'sent' ? 'Sent to your assistant' : 'Not delivered: see below',
-            'aria-label': d.label,
+            title:
+              d.state === 'sending'
+                ? this.link.configured
+                  ? 'Being sent to your assistant'
+                  : 'No assistant is connected yet: it is sent once one is (Settings → Assistant)'
+                : d.state === 'sent'
+                  ? 'Sent to your assistant'
+                  : 'Not delivered: see below',
+            'aria-label': queued ? QUEUED_LABEL : d.label,
           },
           // A transcript has many lines: a sent one carries only the quiet check mark.
-          d.state === 'sent' ? '' : d.label,
+          d.state === 'sent' ? '' : queued ? QUEUED_LABEL : d.label,
         )
       : null;
     const main = h(
@@ -269,7 +286,7 @@ export class TranscriptView {
         h('span', { class: 'turn-words' }, t.text),
         mark,
       ),
-      deliveryNote(t, (btn, err) => void runRetry(btn, err, () => this.actions.retry(t)), 'turn'),
+      deliveryNote(t, (btn, err) => void runRetry(btn, err, () => this.actions.retry(t)), 'turn', this.link.waiting ?? null),
     );
     li.replaceChildren(when, main);
   }
