@@ -472,7 +472,7 @@ def part_links(binary, env, tmp, procs, calls_path, hub_bin):
             raise Fail(f"the webview navigated: {before} → {after}")
         log(f"   link → xdg-open {url}, page still {after}: ok")
 
-        # Settings → Desktop: a bad shortcut is refused with its code, a good one is saved (in
+        # Settings → Desktop: a bad shortcut is refused in words, a good one is saved (in
         # the data folder) and works at once.
         wd.js("document.getElementById('tab-settings').click()")
         w.wait_for("the Desktop card", lambda: wd.js("return document.getElementById('setting-overlay-shortcut').value") == "Ctrl+Shift+Space", 10)
@@ -484,8 +484,8 @@ def part_links(binary, env, tmp, procs, calls_path, hub_bin):
             return w.wait_for("the save's answer", lambda: wd.js("return document.getElementById('desktop-status').textContent"), 10)
 
         said = save_shortcut("Ctrl+Nope")
-        if not said.startswith("Not saved: invalid_shortcut"):
-            raise Fail(f"a bad shortcut: {said!r}")
+        if not said.startswith('Not saved: "Ctrl+Nope" is not a shortcut') or "invalid_shortcut" in said:
+            raise Fail(f"a bad shortcut (in words, not its code): {said!r}")
         if save_shortcut("Alt+F9") != "Saved.":
             raise Fail("the new shortcut was not saved")
         saved = json.loads((tmp / "links-data" / "desktop.json").read_text())
