@@ -304,7 +304,9 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
     await page.waitForFunction(() => document.querySelectorAll('#transcript .turn').length === 3);
     assert.deepEqual(await turns.locator('.turn-speaker-name').allInnerTexts(), ['Dana', 'Me', 'Dana']);
     assert.match(await turns.nth(2).locator('.turn-words').innerText(), /pilot live by May/);
-    assert.match(await turns.nth(0).locator('.turn-offset').innerText(), /^\d+:\d\d$/);
+    // The clock time, as in the chat; the time into the call on hover.
+    assert.match(await turns.nth(0).locator('.turn-offset').innerText(), /^\d{1,2}:\d\d/);
+    assert.match(await turns.nth(0).locator('.turn-offset').getAttribute('title'), /^\d+:\d\d into the call · /);
     assert.ok(!(await page.locator('#transcript').innerText()).includes('We were hop'), 'interim turns are not shown');
     await page.waitForFunction(() => [...document.querySelectorAll('#transcript .turn')].every((li) => li.dataset.delivery === 'sent'), null, {
       timeout: 15_000,

@@ -178,7 +178,8 @@ describe('web UI against the headless app', { skip: reason ?? false }, () => {
     assert.equal(await items.count(), 2, 'two insights listed (the `none` replies are not)');
     assert.match(await items.nth(0).innerText(), /CFO/, 'newest first');
     assert.match(await items.nth(1).innerText(), /fifty thousand/);
-    assert.match(await items.nth(0).locator('.insight-offset').innerText(), /^\d+:\d\d$/, 'time into the call from offset_ms');
+    assert.match(await items.nth(0).locator('.insight-offset').innerText(), /^\d{1,2}:\d\d/, 'the clock time, as in the chat');
+    assert.match(await items.nth(0).locator('.insight-offset').getAttribute('title'), /^\d+:\d\d into the call · /, 'time into the call on hover');
     assert.ok(!/\bnone\b/i.test(await page.locator('#insights').innerText()), '`none` is never shown');
     assert.equal(await page.locator('#insights').getAttribute('aria-live'), 'polite');
     await page.screenshot({ path: shot('insights-light') });

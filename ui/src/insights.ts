@@ -122,9 +122,17 @@ function fill(li: HTMLLIElement, ins: Insight): void {
   li.dataset.id = String(ins.id);
   const t = ins.occurred_at ?? ins.received_at;
   const when =
-    ins.offset_ms != null
-      ? h('time', { class: 'insight-offset', title: `${duration(ins.offset_ms)} into the call · ${fullTime(t)}` }, duration(ins.offset_ms))
-      : h('time', { class: 'insight-offset', datetime: t ?? undefined, title: fullTime(t) }, clockTime(t));
+    // One convention everywhere: the clock time, the time into the call on hover.
+    h(
+      'time',
+      {
+        class: 'insight-offset',
+        datetime: t ?? undefined,
+        'data-offset': ins.offset_ms != null ? duration(ins.offset_ms) : undefined,
+        title: ins.offset_ms != null ? `${duration(ins.offset_ms)} into the call · ${fullTime(t)}` : fullTime(t),
+      },
+      clockTime(t),
+    );
   const text = h('span', { class: 'insight-text' });
   // One short line: collapse newlines, keep inline emphasis and links.
   text.append(renderInline(ins.text.replace(/\s*\n+\s*/g, ' ').trim()));

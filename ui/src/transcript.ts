@@ -4,7 +4,7 @@
 // when that is stored. A small form adds a turn by hand while the call is live.
 
 import { deliveryNote, QUEUED_LABEL, runRetry, type LinkInfo } from './chat';
-import { duration, fullTime, h } from './dom';
+import { clockTime, duration, fullTime, h } from './dom';
 import { deliveryView, type Conversation } from './store';
 import type { PartialTurn, Session, TranscriptTurn } from './types';
 
@@ -253,10 +253,17 @@ export class TranscriptView {
     li.dataset.id = String(t.id);
     if (t.delivery) li.dataset.delivery = t.delivery;
     else delete li.dataset.delivery;
-    const when =
-      t.offset_ms != null
-        ? h('time', { class: 'turn-offset', title: `${duration(t.offset_ms)} into the call · ${fullTime(t.received_at)}` }, duration(t.offset_ms))
-        : h('time', { class: 'turn-offset', title: fullTime(t.received_at) }, '');
+    // One convention everywhere: the clock time, the time into the call on hover.
+    const when = h(
+      'time',
+      {
+        class: 'turn-offset',
+        datetime: t.received_at ?? undefined,
+        'data-offset': t.offset_ms != null ? duration(t.offset_ms) : undefined,
+        title: t.offset_ms != null ? `${duration(t.offset_ms)} into the call · ${fullTime(t.received_at)}` : fullTime(t.received_at),
+      },
+      clockTime(t.received_at),
+    );
     const mark = d.state
       ? h(
           'span',

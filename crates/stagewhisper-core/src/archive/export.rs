@@ -233,10 +233,12 @@ impl Export {
                 } else {
                     format!(" **{who}:**")
                 };
+                // The app's convention: the clock time, with the time into the call.
                 let _ = writeln!(
                     out,
-                    "- [{}]{who} {}",
+                    "- [{}] {}{who} {}",
                     offset(t.offset_ms),
+                    clock_time(&t.time),
                     one_line(&t.text)
                 );
             }
@@ -284,6 +286,14 @@ impl Export {
 fn human_time(t: &str) -> String {
     match crate::protocol::parse_rfc3339(t) {
         Some(d) => d.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        None => t.to_string(),
+    }
+}
+
+/// `2026-12-01T16:53:02.123456Z` → `16:53:02` (UTC, like the export's other times).
+fn clock_time(t: &str) -> String {
+    match crate::protocol::parse_rfc3339(t) {
+        Some(d) => d.format("%H:%M:%S").to_string(),
         None => t.to_string(),
     }
 }
