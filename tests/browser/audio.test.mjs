@@ -143,6 +143,7 @@ describe('Settings → Audio when the app cannot hear', { skip: reason ?? false 
       await page.waitForSelector('#audio-status[data-state="error"]', { timeout: 15_000 });
       const words = await status.innerText();
       assert.match(words, /^Not hearing: \S/);
+      assert.doesNotMatch(words, /Not hearing: Not hearing/, 'said once');
       const st = (await api(ready, 'GET', '/api/audio')).json.status;
       assert.equal(st.state, 'error');
       assert.equal(st.call_id, sid);

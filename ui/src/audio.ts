@@ -217,6 +217,12 @@ export function backlogText(st: AudioStatus | null | undefined): string {
   return bits.join(' ');
 }
 
+/** "Not hearing: <why>", the why shortened, without the status's own "Not hearing anything." */
+export function notHearingText(detail: string, max: number): string {
+  const why = detail.replace(/^not hearing anything\.?\s*/i, '').trim();
+  return why ? `Not hearing: ${shortDetail(why, max)}` : 'Not hearing anything';
+}
+
 /** The call bar's / overlay's status for the call `call` (null: whatever call). */
 export function audioChip(a: Audio | null, unavailable: string | null, call: string | null): AudioChip {
   if (!a) {
@@ -366,7 +372,7 @@ export class ListenControls {
     this.chip.className = `chip chip-button ${c.cls}`;
     this.chip.dataset.state = c.state;
     // The error (or the backlog) in words on the bar itself; otherwise the short state.
-    this.chip.textContent = c.state === 'error' ? `Not hearing: ${shortDetail(c.title, 48)}` : c.text;
+    this.chip.textContent = c.state === 'error' ? notHearingText(c.title, 48) : c.text;
     this.chip.title = `${c.title}\n(Settings → Audio)`.trim();
     this.chip.setAttribute('aria-label', `${c.text}. ${c.title} Open the audio settings.`);
   }

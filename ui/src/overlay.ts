@@ -5,7 +5,7 @@
 // window (its own Store fed by the same Transport), so nothing here has a data path of its own.
 // In the desktop app it is the always-on-top "overlay" window; in a browser, a popup or a tab.
 
-import { apiError, audioChip, meterFraction, shortDetail, type AudioChip } from './audio';
+import { apiError, audioChip, meterFraction, notHearingText, type AudioChip } from './audio';
 import { clockTime, h } from './dom';
 import { describeError, errorText } from './errors';
 import { renderInline } from './markdown';
@@ -282,7 +282,7 @@ export class Overlay {
     const hc = m.hearing;
     this.hearingEl.hidden = !hc;
     this.hearingEl.dataset.state = hc?.state ?? '';
-    this.hearingText.textContent = !hc ? '' : hc.state === 'error' ? `Not hearing: ${shortDetail(hc.title, 90)}` : hc.text;
+    this.hearingText.textContent = !hc ? '' : hc.state === 'error' ? notHearingText(hc.title, 90) : hc.text;
     this.hearingEl.title = hc?.title ?? '';
     this.typingEl.hidden = !m.typing;
     this.typingEl.textContent = m.typing ?? '';

@@ -6,6 +6,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { waitingReason } from '../src/assistant';
+import { notHearingText } from '../src/audio';
 import { deliveryNote } from '../src/chat';
 import type { Assistant } from '../src/types';
 
@@ -30,5 +31,13 @@ describe('the reason a pending entry waits', () => {
     expect(deliveryNote(own, noRetry, 'message', 'Cannot connect')?.textContent).toBe('Not delivered yet: busy (503)');
     const sent = { delivery: 'sent' as const, delivery_error: null };
     expect(deliveryNote(sent, noRetry, 'message', 'Cannot connect')).toBeNull();
+  });
+});
+
+describe('the call bar when it cannot hear', () => {
+  it('says "Not hearing" once', () => {
+    expect(notHearingText('Not hearing anything. No sound server: connection refused', 48)).toBe('Not hearing: No sound server');
+    expect(notHearingText('Not hearing anything.', 48)).toBe('Not hearing anything');
+    expect(notHearingText('The microphone is gone', 48)).toBe('Not hearing: The microphone is gone');
   });
 });
