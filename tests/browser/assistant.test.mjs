@@ -116,7 +116,7 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
     assert.match(await hermes.locator('code').innerText(), /hermes-platform-stagewhisper/);
     assert.match(await hermes.innerText(), /Tested with hermes-platform-stagewhisper 0\.43\.0/);
     assert.equal(await hermes.locator('button', { hasText: 'Copy' }).count(), 1);
-    assert.match(await page.locator('[data-provider="openclaw-channel-http"]').innerText(), /Known bad: openclaw 2026\.9\.x/);
+    assert.match(await page.locator('[data-provider="openclaw-channel-http"]').innerText(), /Known bad with Direct relay: openclaw 2026\.9\.x/);
     const providers = (await api(ready, 'GET', '/api/providers')).json;
     assert.equal(providers.active_kind, 'incoming');
     assert.equal(await page.locator('#assistant-providers .provider').count(), providers.providers.filter((p) => p.kind === 'incoming').length);

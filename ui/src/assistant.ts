@@ -108,8 +108,12 @@ export function pickedKind(providers: Providers | null, chosen: string | null, a
   return active ?? providers?.active_kind ?? 'incoming';
 }
 
-/** One provider's card: name, install command with a Copy button, steps, tested and bad versions. */
-export function providerCard(p: Provider): HTMLElement {
+/**
+ * One provider's card: its name and what it is tested with always in view; the install command
+ * (with a Copy button) and the steps folded until asked for (open while nothing is connected);
+ * a known-bad version said for this kind and this peer only.
+ */
+export function providerCard(p: Provider, kindName = '', open = false): HTMLElement {
   const copyBtn = h('button', { class: 'btn btn-small', type: 'button', 'aria-label': `Copy the install command of ${p.name}` }, 'Copy');
   copyBtn.addEventListener('click', async () => {
     const ok = await copyText(p.install);
@@ -117,15 +121,29 @@ export function providerCard(p: Provider): HTMLElement {
     setTimeout(() => (copyBtn.textContent = 'Copy'), 1500);
   });
   const tested = testedText(p);
+  const how = h(
+    'details',
+    { class: 'provider-how', open: open ? '' : undefined },
+    h('summary', null, `How to set up ${p.name}`),
+    p.install ? h('div', { class: 'inline-field provider-install' }, h('code', { class: 'setting-value' }, p.install), copyBtn) : '',
+    p.setup.length ? h('ol', { class: 'provider-steps' }, ...p.setup.map((step) => h('li', null, step))) : '',
+  );
+  const scope = kindName ? ` with ${kindName}` : '';
   return h(
     'div',
     { class: 'provider', 'data-provider': p.id, 'data-available': String(p.available) },
     h('div', { class: 'provider-name' }, p.name, p.available ? '' : h('span', { class: 'chip chip-muted provider-coming' }, 'coming')),
-    p.install ? h('div', { class: 'inline-field provider-install' }, h('code', { class: 'setting-value' }, p.install), copyBtn) : '',
-    p.setup.length ? h('ol', { class: 'provider-steps' }, ...p.setup.map((step) => h('li', null, step))) : '',
-    tested ? h('p', { class: 'setting-note provider-tested' }, tested) : '',
-    ...p.known_bad.map((b) => h('p', { class: 'provider-bad field-error' }, `Known bad: ${b.package} ${b.versions}x — ${b.warning}`)),
+    tested ? h('p', { class: 'setting-note provider-tested' }, `${tested}${scope}.`) : '',
+    ...p.known_bad.map((b) =>
+      h('p', { class: 'provider-bad field-error' }, `Known bad${scope}: ${b.package} ${b.versions}x (this kind and this peer only) — ${b.warning}`),
+    ),
+    p.install || p.setup.length ? how : '',
   );
+}
+
+/** A status detail as said inside Settings → Assistant ("… in Settings → Assistant" is here: below). */
+export function detailHere(detail: string): string {
+  return detail.replace(/\s+in Settings → Assistant( link)?/g, ' below');
 }
 
 export class AssistantSettings {
@@ -386,7 +404,10 @@ export class AssistantSettings {
     const kind = this.shownKind();
     for (const input of this.picker.querySelectorAll<HTMLInputElement>('input[name="assistant-kind"]')) input.checked = input.value === kind;
     const list = (this.providers?.providers ?? []).filter((p) => p.kind === kind);
-    this.providerList.replaceChildren(...list.map(providerCard));
+    const kindName = this.providers?.kinds.find((k) => k.id === kind)?.name ?? '';
+    // The set-up steps are open while nothing is connected, folded once something is.
+    const setUp = !this.a || this.a.status === 'not_configured';
+    this.providerList.replaceChildren(...list.map((p) => providerCard(p, kindName, setUp)));
     this.providerList.hidden = list.length === 0;
     const isIncoming = kind === 'incoming';
     this.form.hidden = !isIncoming;
@@ -426,7 +447,7 @@ export class AssistantSettings {
     this.statusChip.className = `chip ${statusClass(status)}`;
     this.statusChip.dataset.status = status;
     this.statusChip.textContent = statusLabel(status);
-    this.detail.textContent = a ? a.detail || '' : 'Loading…';
+    this.detail.textContent = a ? detailHere(a.detail || '') : 'Loading…';
     const bits: string[] = [];
     if (a?.checked_at) bits.push(`Checked at ${clockTime(a.checked_at)}`);
     if (a?.assistant_version) bits.push(`adapter ${a.assistant_version}`);

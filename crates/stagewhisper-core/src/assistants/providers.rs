@@ -197,25 +197,25 @@ static KINDS: &[KindInfo] = &[
     KindInfo {
         id: "incoming",
         name: "Direct relay",
-        description: "This app sends to the assistant's POST /v1/incoming; the assistant posts replies to this app's callback URL.",
+        description: "The app and your assistant (Hermes Agent with the StageWhisper adapter, or OpenClaw with the StageWhisper channel) talk over this computer's loopback. Choose it when the assistant runs on this computer.",
         available: true,
     },
     KindInfo {
         id: "byo",
         name: "BYO relay",
-        description: "The assistant's plugin pairs with this app and calls the relay API this app serves on its callback URL; everything is end-to-end encrypted.",
+        description: "Your assistant's StageWhisper plugin pairs with this app by a code and reaches it through an end-to-end encrypted relay. Choose it when the assistant runs on another machine.",
         available: true,
     },
     KindInfo {
         id: "openclaw-gateway",
         name: "OpenClaw Gateway",
-        description: "This app connects to the OpenClaw Gateway over WebSocket.",
+        description: "The app talks to any OpenClaw install through its Gateway, with nothing installed into OpenClaw. Choose it when you run OpenClaw and want no plugin.",
         available: true,
     },
     KindInfo {
         id: "clawborrator",
         name: "clawborrator hub",
-        description: "This app attaches to your Claude Code session as an operator of a clawborrator hub (WebSocket): prompts, replies and permission requests.",
+        description: "The app joins a Claude Code session you run through a clawborrator hub: its answers, and its permission requests for you to allow or deny. Choose it when your assistant is Claude Code.",
         available: true,
     },
 ];
