@@ -78,6 +78,10 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
   }
 
   const chip = () => page.locator('#assistant-status');
+  const openAdvanced = async () => {
+    const adv = page.locator('#assistant-advanced');
+    if (!(await adv.evaluate((d) => d.open))) await page.locator('#assistant-advanced > summary').click();
+  };
   const waitChip = (text, timeout = 15_000) =>
     page.waitForFunction((t) => document.querySelector('#assistant-status')?.textContent === t, text, { timeout });
   const chatIncoming = (text) => fake.incoming.filter((b) => b.reason === 'chat_message' && b.payload?.text === text);
@@ -149,6 +153,8 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
 
     // The right values: saved, checked, online.
     await token.fill(RELAY_TOKEN);
+    // The replies mode and the prelude are folded under "Advanced".
+    await openAdvanced();
     await page.locator('#assistant-mode-auto').check();
     await page.locator('#assistant-save').click();
     await page.waitForFunction(() => /^Saved\. Online/.test(document.querySelector('#assistant-result')?.textContent ?? ''));
@@ -182,6 +188,7 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
 
   it('Settings → Assistant: the prelude is saved, and "Reset to default" sends prelude: null', async () => {
     await page.keyboard.press('Control+5');
+    await openAdvanced();
     const prelude = page.getByLabel('Prelude', { exact: true });
     await prelude.fill('Coach me through {title}. One line per turn, or none.');
     assert.match(await page.locator('#assistant-prelude-state').innerText(), /not saved/);

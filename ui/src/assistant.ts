@@ -177,6 +177,8 @@ export class AssistantSettings {
   private warningEl = h('p', { class: 'field-error assistant-warning', id: 'assistant-warning', role: 'alert', hidden: true });
   private useKindBtn = h('button', { class: 'btn btn-primary', type: 'button', id: 'assistant-use-kind', hidden: true }, 'Use this kind');
   private form!: HTMLFormElement;
+  /** The folded "Advanced" part of the form (replies mode, prelude). */
+  private advanced!: HTMLDetailsElement;
   private linkInfo!: HTMLElement;
   private dirty = new Set<Field>();
   /** "Reset to default" was pressed: the save sends `prelude: null`. */
@@ -296,6 +298,11 @@ export class AssistantSettings {
         hint('assistant-relay-token-hint', 'The token the assistant expects (Hermes: STAGEWHISPER_RELAY_TOKEN; OpenClaw: httpToken). Write-only: it is never shown again.'),
         err('relay_token'),
       ),
+      // Rarely changed: folded under "Advanced" (opened by itself when one of them is refused).
+      (this.advanced = h(
+        'details',
+        { class: 'advanced', id: 'assistant-advanced' },
+        h('summary', null, 'Advanced: how replies come back, the coaching prelude'),
       h(
         'div',
         { class: 'setting-row setting-row-top' },
@@ -316,6 +323,7 @@ export class AssistantSettings {
         h('details', { class: 'prelude-details' }, h('summary', null, 'Show the default prelude'), this.defaultPrelude),
         err('prelude'),
       ),
+      )),
       h('div', { class: 'form-actions' }, this.saveBtn, this.testBtn, this.removeBtn),
       this.confirmBox,
     ));
@@ -600,6 +608,7 @@ export class AssistantSettings {
     const message = b && typeof b.message === 'string' ? b.message : '';
     const field = code ? errorField(code, message) : null;
     if (field) {
+      if (field === 'mode' || field === 'prelude') this.advanced.open = true;
       this.setError(field, plainError(code, message));
       this.result.textContent = 'Not saved: see the highlighted field.';
       const input = field === 'base_url' ? this.baseUrl : field === 'relay_token' ? this.token : field === 'prelude' ? this.prelude : this.modeInputs.get('auto');
