@@ -77,6 +77,9 @@ describe('the first ten minutes in the browser', { skip: reason ?? false }, () =
     await page.locator('#first-run-connect').click();
     assert.equal(await page.locator('#tab-settings').getAttribute('aria-selected'), 'true');
     assert.equal(await guide.isVisible(), false, 'not shown over Settings');
+    // Settings' status card: what is wrong and the one next step, said where the user is.
+    assert.match(await page.locator('#assistant-detail').innerText(), /below\.$/);
+    assert.match(await page.locator('#assistant-next').innerText(), /^Next: choose your assistant below/);
     await page.keyboard.press('Control+1');
     await guide.waitFor();
   });

@@ -141,6 +141,29 @@ export function providerCard(p: Provider, kindName = '', open = false): HTMLElem
   );
 }
 
+/**
+ * The one next step for the link's state, in plain words (null when there is none: online, or
+ * being checked).
+ */
+export function nextStep(a: Assistant | null): string | null {
+  switch (a?.status) {
+    case 'not_configured':
+      return 'Next: choose your assistant below, follow its set-up, then save and press Test.';
+    case 'unreachable':
+      return 'Next: start the assistant (or check its address below), then press Test.';
+    case 'auth_failed':
+      return 'Next: enter the token the assistant expects below, then save.';
+    case 'misconfigured':
+      return 'Next: check the address below: something answers there, but not the assistant.';
+    case 'online':
+    case 'checking':
+    case undefined:
+      return null;
+    default:
+      return 'Next: check the settings below, then press Test.';
+  }
+}
+
 /** A status detail as said inside Settings → Assistant ("… in Settings → Assistant" is here: below). */
 export function detailHere(detail: string): string {
   return detail.replace(/\s+in Settings → Assistant( link)?/g, ' below');
@@ -151,6 +174,8 @@ export class AssistantSettings {
   private a: Assistant | null = null;
   private statusChip = h('span', { class: 'chip chip-muted', id: 'assistant-settings-status' }, 'Not configured');
   private detail = h('p', { class: 'assistant-detail', id: 'assistant-detail' });
+  /** The one next step (the status card's last line). */
+  private next = h('p', { class: 'assistant-next', id: 'assistant-next', hidden: true });
   private checked = h('p', { class: 'setting-note assistant-checked' });
   private baseUrl: HTMLInputElement;
   private token: HTMLInputElement;
@@ -347,6 +372,7 @@ export class AssistantSettings {
       { class: 'card', id: 'settings-assistant', tabindex: '-1' },
       h('legend', null, 'Assistant link'),
       h('div', { class: 'assistant-status', 'aria-live': 'polite' }, this.statusChip, this.detail),
+      this.next,
       this.checked,
       this.warningEl,
       this.picker,
@@ -456,6 +482,9 @@ export class AssistantSettings {
     this.statusChip.dataset.status = status;
     this.statusChip.textContent = statusLabel(status);
     this.detail.textContent = a ? detailHere(a.detail || '') : 'Loading…';
+    const step = a && a.kind === 'incoming' ? nextStep(a) : null;
+    this.next.hidden = !step;
+    this.next.textContent = step ?? '';
     const bits: string[] = [];
     if (a?.checked_at) bits.push(`Checked at ${clockTime(a.checked_at)}`);
     if (a?.assistant_version) bits.push(`adapter ${a.assistant_version}`);

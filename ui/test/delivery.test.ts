@@ -5,7 +5,7 @@
 // (that case reads "queued: no assistant connected").
 
 import { describe, expect, it } from 'vitest';
-import { waitingReason } from '../src/assistant';
+import { detailHere, nextStep, waitingReason } from '../src/assistant';
 import { notHearingText } from '../src/audio';
 import { deliveryNote } from '../src/chat';
 import type { Assistant } from '../src/types';
@@ -39,5 +39,21 @@ describe('the call bar when it cannot hear', () => {
     expect(notHearingText('Not hearing anything. No sound server: connection refused', 48)).toBe('Not hearing: No sound server');
     expect(notHearingText('Not hearing anything.', 48)).toBe('Not hearing anything');
     expect(notHearingText('The microphone is gone', 48)).toBe('Not hearing: The microphone is gone');
+  });
+});
+
+describe('Settings → Assistant in plain words', () => {
+  it('gives one next step for each state that needs one', () => {
+    expect(nextStep(link('not_configured'))).toMatch(/^Next: choose your assistant/);
+    expect(nextStep(link('unreachable'))).toMatch(/^Next: start the assistant/);
+    expect(nextStep(link('auth_failed'))).toMatch(/token/);
+    expect(nextStep(link('online'))).toBeNull();
+    expect(nextStep(null)).toBeNull();
+  });
+
+  it('does not send the user to where they already are', () => {
+    expect(detailHere('No assistant is configured: set its base URL and relay token in Settings → Assistant.')).toBe(
+      'No assistant is configured: set its base URL and relay token below.',
+    );
   });
 });
