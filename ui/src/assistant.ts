@@ -434,7 +434,28 @@ export class AssistantSettings {
     return pickedKind(this.providers, this.chosenKind, this.a?.kind ?? null);
   }
 
+  /**
+   * The status card's words: about the active kind; while another kind is being looked at, it
+   * says which kind the status is about, and the next step is for the active one only.
+   */
+  private paintStatusText(): void {
+    const a = this.a;
+    if (!a) {
+      this.detail.textContent = 'Loading…';
+      this.next.hidden = true;
+      return;
+    }
+    const shown = this.shownKind();
+    const activeName = this.providers?.kinds.find((k) => k.id === a.kind)?.name ?? a.kind;
+    const here = detailHere(a.detail || '');
+    this.detail.textContent = shown === a.kind ? here : `${activeName} (the kind in use): ${here}`;
+    const step = a.kind === 'incoming' && shown === a.kind ? nextStep(a) : null;
+    this.next.hidden = !step;
+    this.next.textContent = step ?? '';
+  }
+
   private paintKind(): void {
+    this.paintStatusText();
     const kind = this.shownKind();
     for (const input of this.picker.querySelectorAll<HTMLInputElement>('input[name="assistant-kind"]')) input.checked = input.value === kind;
     const list = (this.providers?.providers ?? []).filter((p) => p.kind === kind);
@@ -481,10 +502,7 @@ export class AssistantSettings {
     this.statusChip.className = `chip ${statusClass(status)}`;
     this.statusChip.dataset.status = status;
     this.statusChip.textContent = statusLabel(status);
-    this.detail.textContent = a ? detailHere(a.detail || '') : 'Loading…';
-    const step = a && a.kind === 'incoming' ? nextStep(a) : null;
-    this.next.hidden = !step;
-    this.next.textContent = step ?? '';
+    this.paintStatusText();
     const bits: string[] = [];
     if (a?.checked_at) bits.push(`Checked at ${clockTime(a.checked_at)}`);
     if (a?.assistant_version) bits.push(`adapter ${a.assistant_version}`);
