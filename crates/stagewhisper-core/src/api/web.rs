@@ -145,7 +145,7 @@ pub(super) fn static_file(
     };
     // A path with a dot is that file or nothing (no fallback to the index).
     let hashed = rel.starts_with("assets/") && rel.contains('.');
-    let etag = format!("\"{}\"", hex32(&Sha256::digest(&bytes)));
+    let etag = format!("\"{}\"", hex::encode(&Sha256::digest(&bytes)[..16]));
     let fresh = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
@@ -194,11 +194,6 @@ pub(super) fn static_file(
     );
     h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     r
-}
-
-/// The first 16 bytes of a digest in hex (an `ETag`).
-fn hex32(digest: &[u8]) -> String {
-    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Finds the built UI: an explicit folder, else `ui/dist` beside or above the executable.

@@ -23,10 +23,7 @@ fn s<'a>(v: &'a Value, field: &str) -> &'a str {
 }
 
 fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
-        .collect()
+    hex::decode(s).unwrap_or_else(|e| panic!("hex {s:?}: {e}"))
 }
 
 fn cases<'a>(v: &'a Value, section: &str) -> &'a Vec<Value> {

@@ -16,11 +16,7 @@ pub(crate) fn vectors() -> Value {
 }
 
 fn hex(s: &str) -> Vec<u8> {
-    assert!(s.len().is_multiple_of(2), "hex {s:?}");
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
-        .collect()
+    hex::decode(s).unwrap_or_else(|e| panic!("hex {s:?}: {e}"))
 }
 
 fn str_of<'a>(v: &'a Value, field: &str) -> &'a str {

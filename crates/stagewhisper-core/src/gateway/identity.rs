@@ -103,8 +103,7 @@ fn un_b64url(s: &str, what: &'static str) -> Result<Vec<u8>, IdentityError> {
 
 /// Lowercase hex SHA-256 of the raw public key.
 pub fn device_id_of(public_key: &[u8; 32]) -> String {
-    let digest = Sha256::digest(public_key);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(Sha256::digest(public_key))
 }
 
 #[derive(Serialize, Deserialize)]
@@ -286,10 +285,7 @@ struct TokenFile {
 }
 
 fn fingerprint(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(token.as_bytes()))
 }
 
 /// The device token a `hello-ok` issued, persisted 0600 and bound to (url, shared token).
