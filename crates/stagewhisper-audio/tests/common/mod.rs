@@ -70,9 +70,13 @@ pub fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// How many of `keywords` appear in `text`.
+/// How many of `keywords` appear in `text`. An amount in dollars counts as the word "dollars":
+/// Whisper writes "$20,000" for "twenty thousand dollars" (seen on 8 kHz audio in a local run).
 pub fn keywords_found(text: &str, keywords: &[&str]) -> usize {
-    let w = words(text);
+    let mut w = words(text);
+    if text.contains('$') {
+        w.push("dollars".to_string());
+    }
     keywords
         .iter()
         .filter(|k| w.iter().any(|x| x == *k))
