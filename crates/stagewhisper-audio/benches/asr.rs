@@ -2,15 +2,17 @@
 //!
 //! ```sh
 //! cargo bench -p stagewhisper-audio --bench asr -- [--engines builtin,openai,openai-partials]
-//!     [--sentences N] [--json FILE]
+//!     [--sentences N] [--json FILE] [--partial-every-chunk]
 //! ```
 //!
 //! **Section `engines`** (this file): the corpus (`benches/asr_sentences.txt`, 20 sentences of
 //! a sales or planning call) is spoken by espeak-ng in two voices (`en-us`, `en-us+f3`) into
 //! the target directory, each utterance framed by silence and cut into turns by the same
 //! [`TurnMaker`] as live listening. Each turn is then fed to the engine **in real time**, in
-//! 100 ms chunks as capture delivers them, with `partial()` asked after every chunk as the
-//! live pipeline does; then `finish()`. Per engine configuration:
+//! 100 ms chunks as capture delivers them, with `partial()` asked once per
+//! [`PARTIAL_EVERY`](stagewhisper_audio::pipeline::PARTIAL_EVERY) of audio as the live pipeline
+//! does (`--partial-every-chunk`: after every chunk, ten times as often); then `finish()`. Per
+//! engine configuration:
 //!
 //! - **WER**: word error rate of the joined final texts against the sentences (words lower
 //!   case, punctuation dropped, digits written out: Whisper writes "$20,000" for "twenty
@@ -39,6 +41,7 @@ use stagewhisper_audio::engine::builtin::{BuiltinConfig, BuiltinEngine};
 use stagewhisper_audio::engine::openai::{OpenAiConfig, OpenAiEngine, PartialPolicy};
 use stagewhisper_audio::engine::Engine;
 use stagewhisper_audio::pcm::{read_wav_16k_mono, RATE};
+use stagewhisper_audio::pipeline::PARTIAL_EVERY;
 use stagewhisper_audio::turns::{TurnConfig, TurnEvent, TurnMaker};
 use std::io::Write;
 use std::path::PathBuf;
@@ -247,6 +250,7 @@ fn run(
     server: Option<&common::WhisperServer>,
 ) -> Run {
     let busy0 = server.map(|s| s.stats()["busy_s"].as_f64().unwrap_or(0.0));
+    let opts_every_chunk = std::env::args().any(|a| a == "--partial-every-chunk");
     let (mut edits_total, mut words_total) = (0usize, 0usize);
     let mut by_voice: Vec<(&'static str, usize, usize)> =
         VOICES.iter().map(|v| (*v, 0, 0)).collect();
@@ -263,6 +267,12 @@ fn run(
             let mut u = engine.begin().expect("begin");
             engine_time += t0.elapsed();
             let mut seen_partial = false;
+            // The live pipeline asks for a partial once per PARTIAL_EVERY.
+            let every = if opts_every_chunk {
+                1
+            } else {
+                ((PARTIAL_EVERY.as_secs_f64() * RATE as f64) as usize / CHUNK).max(1)
+            };
             for (k, chunk) in turn.chunks(CHUNK).enumerate() {
                 // The chunk is there once its last sample has been captured.
                 let arrives =
@@ -270,7 +280,9 @@ fn run(
                 sleep_until(arrives);
                 let t = Instant::now();
                 u.push(chunk).expect("push");
-                seen_partial |= u.partial().is_some();
+                if (k + 1) % every == 0 {
+                    seen_partial |= u.partial().is_some();
+                }
                 engine_time += t.elapsed();
             }
             let end = t0 + Duration::from_secs_f64(turn.len() as f64 / RATE as f64);
