@@ -9,11 +9,12 @@ use super::common::ApiError;
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 /// Files smaller than this are not worth compressing.
 const GZIP_MIN_BYTES: usize = 1024;
@@ -92,8 +93,8 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
 }
 
 /// `bytes` gzipped, from the cache when this content was compressed before.
-fn gzipped(etag: &str, bytes: &[u8]) -> Arc<Vec<u8>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Vec<u8>>>>> = OnceLock::new();
+fn gzipped(etag: &str, bytes: &[u8]) -> Bytes {
+    static CACHE: OnceLock<Mutex<HashMap<String, Bytes>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(hit) = cache.lock().expect("not poisoned").get(etag) {
         return hit.clone();
@@ -103,7 +104,7 @@ fn gzipped(etag: &str, bytes: &[u8]) -> Arc<Vec<u8>> {
         flate2::Compression::best(),
     );
     enc.write_all(bytes).expect("writes to memory");
-    let out = Arc::new(enc.finish().expect("writes to memory"));
+    let out = Bytes::from(enc.finish().expect("writes to memory"));
     let mut map = cache.lock().expect("not poisoned");
     if map.len() >= GZIP_CACHE_ENTRIES {
         map.clear();
@@ -157,7 +158,7 @@ pub(super) fn static_file(
         r
     } else if zip && accepts_gzip(headers) {
         let gz = gzipped(&etag, &bytes);
-        let mut r = Response::new(Body::from((*gz).clone()));
+        let mut r = Response::new(Body::from(gz));
         r.headers_mut()
             .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         r
