@@ -425,11 +425,31 @@ def main():
                 failures.append("--browser: no chromium found")
             else:
                 profile = tempfile.mkdtemp(prefix="sw-soak-chromium-")
+                browser_log = open(os.path.join(profile, "..", os.path.basename(profile) + ".log"), "w+")
+                started = time.monotonic()
                 browser = subprocess.Popen(
                     [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
                      f"--user-data-dir={profile}", "--remote-debugging-port=0",
                      f"{ready['ui_url']}#token={ready['ui_token']}"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    stdout=subprocess.DEVNULL, stderr=browser_log)
+                # The page is up once Chromium holds a connection to the UI listener (its
+                # stream). Waited for before the soak's clock starts: a first Chromium start on
+                # a fresh machine once took more than 30 s (CI), and that is Chromium's cold
+                # start, not the app's.
+                ui_port = urllib.parse.urlsplit(ready["ui_url"]).port
+                deadline = started + 120
+                while browser_conns(ui_port, profile) < 1 and time.monotonic() < deadline:
+                    if browser.poll() is not None:
+                        break
+                    time.sleep(0.2)
+                if browser_conns(ui_port, profile) < 1:
+                    browser_log.seek(0)
+                    tail = browser_log.read()[-2000:]
+                    failures.append(f"the UI page in Chromium never connected (waited {time.monotonic() - started:.0f} s; "
+                                    f"Chromium {'exited ' + str(browser.returncode) if browser.poll() is not None else 'still running'}); "
+                                    f"its last output:\n{tail}")
+                else:
+                    print(f"soak: the UI page in Chromium connected {time.monotonic() - started:.1f} s after its start", flush=True)
 
         sched = Scheduler(a.scale)
         soak = Soak(a, ready, sched)
@@ -437,13 +457,6 @@ def main():
         soak.schedule_call(sid, a.minutes)
 
         ui_port = urllib.parse.urlsplit(ready["ui_url"]).port
-        if browser is not None:
-            # The page is up once Chromium holds a connection to the UI listener (its stream).
-            deadline = time.monotonic() + 30
-            while browser_conns(ui_port, profile) < 1 and time.monotonic() < deadline:
-                time.sleep(0.2)
-            if browser_conns(ui_port, profile) < 1:
-                failures.append("the UI page in Chromium never connected")
         pid = app.pid
         samples = []
         minute = 0
