@@ -1,9 +1,9 @@
 // Browser test of the `clawborrator` assistant kind's permission card, against the real app in
-// headless mode and the conformance fake of the clawborrator hub (the example `fake_hub` of
-// stagewhisper-core, written from the hub's AsyncAPI: the real hub is not public, so it is the one
+// headless mode and the conformance fake of the clawborrator hub (the example `fake_hub` of the
+// dev-only crate stagewhisper-fake-hub, written from the hub's AsyncAPI: the real hub is not public, so it is the one
 // fake here).
 //
-//   cargo build -p stagewhisper-core --features fake-hub --example fake_hub
+//   cargo build -p stagewhisper-fake-hub --example fake_hub
 //   cd ui && npm run build && npm run test:e2e
 //
 // Covered: Settings → Assistant for the kind (hub URL, token, the hub's session list into the
@@ -23,7 +23,7 @@ import { REPO, api, ensureArtifacts, launchBrowser, openUi, skipReason, startApp
 
 const FAKE_HUB = process.env.SW_E2E_FAKE_HUB || path.join(REPO, 'target', 'debug', 'examples', 'fake_hub');
 let reason = skipReason();
-if (!reason && !existsSync(FAKE_HUB)) reason = `the fake hub is not built (${path.relative(REPO, FAKE_HUB)}): cargo build -p stagewhisper-core --features fake-hub --example fake_hub`;
+if (!reason && !existsSync(FAKE_HUB)) reason = `the fake hub is not built (${path.relative(REPO, FAKE_HUB)}): cargo build -p stagewhisper-fake-hub --example fake_hub`;
 if (reason && process.env.SW_E2E_REQUIRE === '1') throw new Error(`browser tests cannot run: ${reason}`);
 if (reason) console.log(`# SKIP permission card tests: ${reason}`);
 

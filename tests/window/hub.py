@@ -1,6 +1,6 @@
 """The clawborrator hub for the desktop window test (desktop.py): permission requests come from
 the `clawborrator` assistant kind, whose hub is not public, so this drives the test-only
-conformance fake of it (stagewhisper-core's example `fake_hub`, behind the `fake-hub` feature;
+conformance fake of it (the example `fake_hub` of the dev-only crate stagewhisper-fake-hub;
 built by tests/browser/fake_hub.sh). Everything between the hub and the app is real: the app's
 operator client on the hub's `/cli` WebSocket, its permission card, the committed event.
 

@@ -1,18 +1,18 @@
 //! The `clawborrator` assistant kind through the real app: the core `App` (real listeners, a
 //! real SQLite file) driven over real HTTP on loopback, attached to a hub.
 //!
-//! The hub is the crate's conformance fake (`hub::fake`, written from the hub's AsyncAPI and
-//! what its public clients send): the real hub is not public and cannot run here, so it is the
-//! one fake in these tests. Everything on the app's side is real.
+//! The hub is the project's conformance fake (the dev-only crate `stagewhisper-fake-hub`, written
+//! from the hub's AsyncAPI and what its public clients send): the real hub is not public and
+//! cannot run here, so it is the one fake in these tests. Everything on the app's side is real.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
-use stagewhisper_core::hub::fake::{FakeHub, FakeHubConfig};
-use stagewhisper_core::hub::{HubTiming, Resolution};
+use stagewhisper_core::hub::HubTiming;
 use stagewhisper_core::{App, Config};
+use stagewhisper_fake_hub::{FakeHub, FakeHubConfig};
 use std::future::Future;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -378,7 +378,7 @@ async fn permission_cards_are_decided_here_or_settled_by_others_and_by_expiry() 
     // Resolved by another operator.
     hub.request_permission("req-2", "Edit", "src/main.rs");
     card_in_state(&app, &chat, "req-2", "pending").await;
-    assert!(hub.resolve_permission("req-2", Resolution::Deny, Some("bob")));
+    assert!(hub.resolve_permission("req-2", "deny", Some("bob")));
     let c = card_in_state(&app, &chat, "req-2", "deny").await;
     assert_eq!(c["resolver"], "bob");
     let (s, _) = decide(&app, "req-2", "allow").await;
@@ -387,7 +387,7 @@ async fn permission_cards_are_decided_here_or_settled_by_others_and_by_expiry() 
     // Expired.
     hub.request_permission("req-3", "WebFetch", "https://example.com");
     card_in_state(&app, &chat, "req-3", "pending").await;
-    assert!(hub.resolve_permission("req-3", Resolution::Expired, None));
+    assert!(hub.resolve_permission("req-3", "expired", None));
     let c = card_in_state(&app, &chat, "req-3", "expired").await;
     assert!(c["resolver"].is_null());
 

@@ -1,15 +1,15 @@
-//! The clawborrator hub operator client against the conformance fake hub (`hub::fake`), over
-//! real WebSockets on loopback. The fake is written from the hub's published spec and the public
-//! clients' behaviour; it is not the real hub.
+//! The clawborrator hub operator client against the conformance fake hub (the dev-only crate
+//! `stagewhisper-fake-hub`), over real WebSockets on loopback. The fake is written from the hub's
+//! published spec and the public clients' behaviour; it is not the real hub.
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use stagewhisper_core::http::Shutdown;
-use stagewhisper_core::hub::fake::{FakeHub, FakeHubConfig, PromptAck};
 use stagewhisper_core::hub::{
     list_sessions, me, HubClient, HubEvent, HubHandle, HubSettings, HubStatus, HubTiming,
     Resolution, Role, Token, CHANNEL_OFFLINE,
 };
+use stagewhisper_fake_hub::{FakeHub, FakeHubConfig, PromptAck};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -437,12 +437,8 @@ async fn a_permission_resolved_by_another_operator_or_expired_settles_with_who()
     // Resolved by the hub itself on behalf of someone else, and an expiry.
     rig.hub.request_permission("req-8", "Bash", "ls");
     rig.hub.request_permission("req-9", "Bash", "pwd");
-    assert!(rig
-        .hub
-        .resolve_permission("req-8", Resolution::Allow, Some("carol")));
-    assert!(rig
-        .hub
-        .resolve_permission("req-9", Resolution::Expired, None));
+    assert!(rig.hub.resolve_permission("req-8", "allow", Some("carol")));
+    assert!(rig.hub.resolve_permission("req-9", "expired", None));
     let got = rig.events.until_marker(&rig.hub).await;
     let resolved: Vec<HubEvent> = got
         .into_iter()

@@ -1,12 +1,13 @@
 //! The hub session token never reaches a log line, at any level, including the `log` records of
 //! the libraries underneath (bridged into `tracing`). Its own test binary: it installs the
-//! global subscriber. Runs against the conformance fake hub (`hub::fake`), not the real hub.
+//! global subscriber. Runs against the conformance fake hub (the dev-only crate
+//! `stagewhisper-fake-hub`), not the real hub.
 
 use stagewhisper_core::http::Shutdown;
-use stagewhisper_core::hub::fake::{FakeHub, FakeHubConfig};
 use stagewhisper_core::hub::{
     list_sessions, me, HubClient, HubEvent, HubSettings, HubTiming, Token,
 };
+use stagewhisper_fake_hub::{FakeHub, FakeHubConfig};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

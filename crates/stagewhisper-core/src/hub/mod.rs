@@ -5,7 +5,6 @@
 //! - [`client`]: the operator client ([`HubClient::start`] → [`HubHandle`] + a stream of
 //!   [`HubEvent`]s), with reconnects, a liveness timer, queued writes, replay and echo
 //!   suppression, and the REST reads a settings page needs ([`list_sessions`], [`me`]);
-//! - `fake` (cargo feature `fake-hub`): a conformance fake of the hub for tests.
 //!
 //! - [`kind`]: the assistant kind `clawborrator` built on them (registered by the app).
 //!
@@ -28,12 +27,10 @@
 //!   an error with its code; [`HubEvent::Unconfirmed`] → the message may not have arrived.
 //! - Keep [`HubHandle::newest_event_ts`] and hand it back as [`HubSettings::replay_cutoff`] on
 //!   the next start, so the hub's replay to a fresh client is not shown again.
-//! - Tests: the app's black-box tests can run `fake::FakeHub` in process (dev-dependency on
-//!   this crate with `features = ["fake-hub"]`) and point `hub_url` at `FakeHub::url()`.
+//! - Tests: the black-box tests run `stagewhisper_fake_hub::FakeHub` in process (a dev-only
+//!   crate, written from the hub's AsyncAPI) and point `hub_url` at `FakeHub::url()`.
 
 pub mod client;
-#[cfg(feature = "fake-hub")]
-pub mod fake;
 pub mod frames;
 pub mod kind;
 

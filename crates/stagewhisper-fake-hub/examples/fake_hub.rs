@@ -1,8 +1,8 @@
-//! Test-only: serves the conformance fake of the clawborrator hub (`hub::fake`, written from the
+//! Test-only: serves the conformance fake of the clawborrator hub (this crate, written from the
 //! hub's AsyncAPI; no real hub can run in the tests) on a loopback port, for the browser tests.
-//! Not a shipped binary: it needs the `fake-hub` feature.
+//! Not a shipped binary: an example of a dev-only crate.
 //!
-//!   cargo run -p stagewhisper-core --features fake-hub --example fake_hub
+//!   cargo run -p stagewhisper-fake-hub --example fake_hub
 //!
 //! Prints one JSON line `{"url", "session_id", "token"}` on stdout, then reads commands, one
 //! JSON object a line, on stdin, and answers each with one JSON line:
@@ -14,8 +14,7 @@
 //! It stops when stdin closes.
 
 use serde_json::{json, Value};
-use stagewhisper_core::hub::fake::{FakeHub, FakeHubConfig};
-use stagewhisper_core::hub::Resolution;
+use stagewhisper_fake_hub::{FakeHub, FakeHubConfig};
 use std::io::BufRead;
 
 #[tokio::main(flavor = "current_thread")]
@@ -50,14 +49,12 @@ async fn main() {
                 hub.reply(v["chat_id"].as_str(), &s("text"));
                 json!({"ok": true})
             }
-            "resolve" => {
-                let d = match s("decision").as_str() {
-                    "allow" => Resolution::Allow,
-                    "deny" => Resolution::Deny,
-                    _ => Resolution::Expired,
-                };
-                json!({"ok": hub.resolve_permission(&s("request_id"), d, v["resolver"].as_str())})
-            }
+            "resolve" => match s("decision").as_str() {
+                d @ ("allow" | "deny" | "expired") => {
+                    json!({"ok": hub.resolve_permission(&s("request_id"), d, v["resolver"].as_str())})
+                }
+                other => json!({"ok": false, "error": format!("unknown decision {other:?}")}),
+            },
             "frames" => json!({"ok": true, "frames": hub.cli_frames()}),
             other => json!({"ok": false, "error": format!("unknown command {other:?}")}),
         };

@@ -1,4 +1,5 @@
-//! A **conformance fake** of the clawborrator hub, for tests only (cargo feature `fake-hub`).
+//! A **conformance fake** of the clawborrator hub, for tests only (a dev-only crate: no product
+//! crate depends on it except as a dev-dependency).
 //!
 //! This is not the real hub and shares no code with it: it is written from the hub_v1 AsyncAPI
 //! (0.3.0) and from what the public clients (the `claw` operator CLI, the channel MCP server)
@@ -37,8 +38,6 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role as WsRole};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
-
-use super::frames::Resolution;
 
 /// How the fake starts.
 #[derive(Debug, Clone)]
@@ -391,21 +390,20 @@ impl FakeHub {
         s.broadcast(&v);
     }
 
-    /// Resolves a request as another operator (`resolver`) or as expired (`None`). `false`
-    /// when it was not pending.
+    /// Resolves a request as another operator (`resolver`) or as expired (`None`), with the
+    /// hub's decision word (`allow`, `deny` or `expired`). `false` when it was not pending.
     pub fn resolve_permission(
         &self,
         request_id: &str,
-        decision: Resolution,
+        decision: &str,
         resolver: Option<&str>,
     ) -> bool {
+        assert!(
+            matches!(decision, "allow" | "deny" | "expired"),
+            "the hub decides allow, deny or expired, not {decision:?}"
+        );
         let mut s = self.inner.state.lock().expect("lock");
-        s.resolve(
-            &self.inner.cfg.session_id,
-            request_id,
-            decision.as_str(),
-            resolver,
-        )
+        s.resolve(&self.inner.cfg.session_id, request_id, decision, resolver)
     }
 
     /// Sends `frame` as is to every subscribed `/cli` socket.
