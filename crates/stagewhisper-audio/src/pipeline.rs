@@ -30,6 +30,7 @@ use crate::pcm::Resampler;
 use crate::service::Shared;
 use crate::turns::{TurnConfig, TurnEvent, TurnMaker};
 use stagewhisper_core::audio::{Channel, SourceChoice, TurnError};
+use stagewhisper_core::backoff::Backoff;
 use stagewhisper_core::conversation::CoreError;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -61,8 +62,8 @@ const ECHO_LAG_MIN_MS: i64 = -500;
 const ECHO_LAG_MAX_MS: i64 = 1_000;
 /// Correlation of the two envelopes that makes a "You" turn an echo.
 const ECHO_CORRELATION: f64 = 0.75;
-/// Retries of a backlog turn: from 1 s, doubling, at most this.
-const BACKOFF_MAX: Duration = Duration::from_secs(15);
+/// Retries of a backlog turn: from 1 s, doubling, at most 15 s.
+const BACKOFF: Backoff = Backoff::doubling(Duration::from_secs(1), Duration::from_secs(15));
 
 /// What the capture thread hands its recognizer.
 enum Work {
@@ -910,8 +911,7 @@ pub(crate) fn drain(shared: Arc<Shared>) {
                         // given up while it is kept, and the status says what fails, so the
                         // user can fix the server or choose another engine.
                         let tries = shared.backlog.failed(meta.seq);
-                        let wait = Duration::from_secs(1u64 << tries.saturating_sub(1).min(4))
-                            .min(BACKOFF_MAX);
+                        let wait = BACKOFF.delay(tries);
                         tracing::info!(seq = meta.seq, tries, retry_in = ?wait, error = %e, "backlog: the engine failed");
                         retry_at = Some((Instant::now() + wait, generation));
                         shared.changed();

@@ -14,13 +14,15 @@
 //!   the [`audio::Ears`] trait, and the one path a heard turn takes into the conversation;
 //! - [`transcript`]: transcript files (WebVTT, SRT, JSONL) and the replay client;
 //! - [`datadir`]: one process per data dir (an exclusive lock held while the app runs);
-//! - [`tokens`]: secrets; [`faults`]: test-only fault injection; [`app`]: wiring it all together.
+//! - [`tokens`]: secrets; [`backoff`]: when every retrying part tries again; [`faults`]: test-only
+//!   fault injection; [`app`]: wiring it all together.
 
 pub mod api;
 pub mod app;
 pub mod archive;
 pub mod assistants;
 pub mod audio;
+pub mod backoff;
 pub mod byo;
 pub mod clock;
 pub mod conns;

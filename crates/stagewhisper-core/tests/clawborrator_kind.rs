@@ -10,6 +10,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Method, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
+use stagewhisper_core::backoff::Backoff;
 use stagewhisper_core::hub::HubTiming;
 use stagewhisper_core::{App, Config};
 use stagewhisper_fake_hub::{FakeHub, FakeHubConfig};
@@ -22,7 +23,7 @@ const TOKEN: &str = "cw_sess_ana";
 
 fn fast_hub() -> HubTiming {
     HubTiming {
-        backoff: vec![Duration::from_millis(50), Duration::from_millis(150)],
+        backoff: Backoff::Steps(vec![Duration::from_millis(50), Duration::from_millis(150)]),
         liveness: Duration::from_secs(3),
         connect_timeout: Duration::from_secs(2),
         channel_grace: Duration::from_millis(300),

@@ -4,6 +4,7 @@
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
+use stagewhisper_core::backoff::Backoff;
 use stagewhisper_core::http::Shutdown;
 use stagewhisper_core::hub::{
     list_sessions, me, HubClient, HubEvent, HubHandle, HubSettings, HubStatus, HubTiming,
@@ -25,7 +26,7 @@ fn ms(n: u64) -> Duration {
 
 fn timing() -> HubTiming {
     HubTiming {
-        backoff: vec![ms(20), ms(50), ms(100)],
+        backoff: Backoff::Steps(vec![ms(20), ms(50), ms(100)]),
         liveness: Duration::from_secs(30),
         connect_timeout: Duration::from_secs(5),
         channel_grace: Duration::from_secs(5),

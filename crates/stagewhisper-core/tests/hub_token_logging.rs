@@ -3,6 +3,7 @@
 //! global subscriber. Runs against the conformance fake hub (the dev-only crate
 //! `stagewhisper-fake-hub`), not the real hub.
 
+use stagewhisper_core::backoff::Backoff;
 use stagewhisper_core::http::Shutdown;
 use stagewhisper_core::hub::{
     list_sessions, me, HubClient, HubEvent, HubSettings, HubTiming, Token,
@@ -38,7 +39,7 @@ async fn the_token_is_never_logged() {
 
     let hub = FakeHub::start(FakeHubConfig::default()).await;
     let timing = HubTiming {
-        backoff: vec![Duration::from_millis(20)],
+        backoff: Backoff::Steps(vec![Duration::from_millis(20)]),
         liveness: Duration::from_secs(30),
         connect_timeout: Duration::from_secs(5),
         channel_grace: Duration::from_secs(5),

@@ -14,6 +14,7 @@
 //!   gives it a new task id.
 
 use super::{Assistants, Attempt, Outgoing};
+use crate::backoff::{Backoff, Retries};
 use crate::conversation::{CoreError, DeliveryState, DeliveryUpdate};
 use crate::links::state::PreludeState;
 use crate::model::{MessageKind, MessageRow};
@@ -73,7 +74,7 @@ pub fn transcript_text(speaker: Option<&str>, text: &str) -> String {
 pub(crate) async fn run(a: Assistants) {
     let ctx = a.context().clone();
     let s = a.timing();
-    let mut backoff = s.backoff_initial;
+    let mut retries = Retries::new(Backoff::doubling(s.backoff_initial, s.backoff_max));
     // Per entry: the note last written on it while retrying (to write each change once).
     let mut notes: HashMap<String, &'static str> = HashMap::new();
     // Per assistant session: when something was last sent to it.
@@ -133,11 +134,12 @@ pub(crate) async fn run(a: Assistants) {
         };
         match outcome {
             Outcome::Done => {
-                backoff = s.backoff_initial;
+                retries.reset();
                 notes.remove(&key);
             }
             Outcome::Retry(after) => {
                 // Retry-After is honoured (up to 5 minutes), else the backoff.
+                let backoff = retries.fail();
                 let wait = match after {
                     Some(a) => a.max(backoff).min(Duration::from_secs(300)),
                     None => backoff,
@@ -146,11 +148,10 @@ pub(crate) async fn run(a: Assistants) {
                     wait_ms = wait.as_millis() as u64,
                     "assistant outbox: retrying later"
                 );
-                backoff = (backoff * 2).min(s.backoff_max);
                 let retry_now = ctx.retry_now.notified();
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {},
-                    _ = retry_now => { backoff = s.backoff_initial; },
+                    _ = retry_now => retries.reset(),
                     _ = ctx.shutdown.wait() => break,
                 }
             }

@@ -26,6 +26,7 @@ use super::frames::{
     Request, PROTOCOL,
 };
 use super::identity::{DeviceIdentity, DeviceTokenStore, IdentityError, SignedFields};
+use crate::backoff::{Backoff, Retries};
 use crate::http::Shutdown;
 use futures_util::{SinkExt, StreamExt};
 use serde::Serialize;
@@ -48,9 +49,8 @@ pub const CLIENT_ID: &str = "gateway-client";
 pub const CLIENT_MODE: &str = "ui";
 pub const ROLE: &str = "operator";
 pub const SCOPES: [&str; 2] = ["operator.read", "operator.write"];
-/// First reconnect delay; doubles up to [`BACKOFF_MAX`].
-pub const BACKOFF_START: Duration = Duration::from_secs(1);
-pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// Reconnect delays: 1 s, doubling up to 30 s (unless the gateway says when).
+pub const BACKOFF: Backoff = Backoff::doubling(Duration::from_secs(1), Duration::from_secs(30));
 /// How many history messages are read to reconcile a session after a reconnect.
 pub const HISTORY_LIMIT: u32 = 100;
 /// How often `chat.history` is read again for a watched message whose run still goes.
@@ -905,12 +905,12 @@ impl Supervisor {
     }
 
     async fn run(mut self) {
-        let mut failures: u32 = 0;
+        let mut retries = Retries::new(BACKOFF);
         loop {
             if self.shutdown.is_triggered() {
                 break;
             }
-            let outcome = self.connect_and_serve(&mut failures).await;
+            let outcome = self.connect_and_serve(&mut retries).await;
             let wait = match outcome {
                 Outcome::Stop => break,
                 Outcome::DeviceTokenRejected => {
@@ -931,12 +931,8 @@ impl Supervisor {
                     self.settings.pairing_retry
                 }
                 Outcome::Retry { code, why, hint } => {
-                    let wait = hint.unwrap_or_else(|| {
-                        BACKOFF_START
-                            .saturating_mul(1u32 << failures.min(5))
-                            .min(BACKOFF_MAX)
-                    });
-                    failures = failures.saturating_add(1);
+                    let backoff = retries.fail();
+                    let wait = hint.unwrap_or(backoff);
                     self.status(
                         LinkState::Reconnecting,
                         code,
@@ -1081,8 +1077,8 @@ impl Supervisor {
         }
     }
 
-    async fn connect_and_serve(&mut self, failures: &mut u32) -> Outcome {
-        if *failures == 0 && self.status.borrow().state != LinkState::PairingRequired {
+    async fn connect_and_serve(&mut self, retries: &mut Retries) -> Outcome {
+        if retries.failures() == 0 && self.status.borrow().state != LinkState::PairingRequired {
             self.status(
                 LinkState::Connecting,
                 "connecting",
@@ -1100,7 +1096,7 @@ impl Supervisor {
             Ok(o) => o,
             Err(outcome) => return outcome,
         };
-        *failures = 0;
+        retries.reset();
         let version = online.hello.server.version.clone();
         self.status(
             LinkState::Online,

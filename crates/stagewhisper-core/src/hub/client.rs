@@ -25,6 +25,7 @@ use super::frames::{
     parse_hub_frame, ChatType, ClientFrame, Decision, EventClass, HubFrame, Resolution, Role,
     TailHook,
 };
+use crate::backoff::Backoff;
 use crate::http::Shutdown;
 use crate::tunnel::net::{self, Failure, Io};
 use bytes::Bytes;
@@ -92,8 +93,8 @@ impl std::fmt::Debug for Token {
 /// Timings; the defaults are the public clients' (tests shorten them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HubTiming {
-    /// Delays before reconnect attempts 1, 2, …; the last one repeats.
-    pub backoff: Vec<Duration>,
+    /// Delays before reconnect attempts (steps by default; the last one repeats).
+    pub backoff: Backoff,
     /// A socket that has delivered nothing (not even a pong) for this long is dead. A quiet
     /// socket is pinged every third of it.
     pub liveness: Duration,
@@ -107,22 +108,10 @@ pub struct HubTiming {
 impl Default for HubTiming {
     fn default() -> Self {
         HubTiming {
-            backoff: DEFAULT_BACKOFF_SECS
-                .iter()
-                .map(|s| Duration::from_secs(*s))
-                .collect(),
+            backoff: Backoff::Steps(DEFAULT_BACKOFF_SECS.map(Duration::from_secs).to_vec()),
             liveness: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
             channel_grace: Duration::from_secs(3),
-        }
-    }
-}
-
-impl HubTiming {
-    fn delay(&self, attempt: usize) -> Duration {
-        match self.backoff.len() {
-            0 => Duration::from_secs(1),
-            n => self.backoff[attempt.min(n - 1)],
         }
     }
 }
@@ -580,7 +569,7 @@ impl HubClient {
             cmds_open: true,
             subscribed: false,
             status: None,
-            attempt: 0,
+            failures: 0,
         };
         tokio::spawn(worker.run());
         Ok((handle, rx))
@@ -660,7 +649,8 @@ struct Worker {
     cmds_open: bool,
     subscribed: bool,
     status: Option<HubStatus>,
-    attempt: usize,
+    /// Reconnects since the last subscription (or settings change).
+    failures: u32,
 }
 
 impl Worker {
@@ -731,7 +721,7 @@ impl Worker {
         }
         self.settings = s;
         self.url = url;
-        self.attempt = 0;
+        self.failures = 0;
     }
 
     async fn run(mut self) {
@@ -777,8 +767,8 @@ impl Worker {
                     }
                 }
                 End::Retry(reason) => {
-                    let delay = self.settings.timing.delay(self.attempt);
-                    self.attempt += 1;
+                    self.failures = self.failures.saturating_add(1);
+                    let delay = self.settings.timing.backoff.delay(self.failures);
                     tracing::info!(session_id = %self.settings.session_id, %reason, delay_ms = delay.as_millis() as u64, "hub link down; reconnecting");
                     self.set_status(HubStatus::Offline {
                         reason: format!("{reason}; reconnecting in {}", human(delay)),
@@ -996,7 +986,7 @@ impl Worker {
         match frame {
             HubFrame::Subscribed { role, .. } => {
                 self.subscribed = true;
-                self.attempt = 0;
+                self.failures = 0;
                 tracing::info!(session_id = %self.settings.session_id, role = role.as_str(), "subscribed");
                 self.emit(HubEvent::Role(role)).await;
                 self.subscribed_status().await;
@@ -1596,15 +1586,10 @@ mod tests {
     }
 
     #[test]
-    fn backoff_is_capped_at_its_last_step() {
+    fn reconnects_wait_the_public_clients_steps() {
         let t = HubTiming::default();
-        let secs: Vec<u64> = (0..8).map(|i| t.delay(i).as_secs()).collect();
+        let secs: Vec<u64> = (1..=8).map(|n| t.backoff.delay(n).as_secs()).collect();
         assert_eq!(secs, [1, 2, 5, 15, 30, 60, 60, 60]);
-        let t = HubTiming {
-            backoff: vec![],
-            ..HubTiming::default()
-        };
-        assert_eq!(t.delay(3), Duration::from_secs(1));
     }
 
     #[test]

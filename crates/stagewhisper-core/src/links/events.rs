@@ -8,6 +8,7 @@ use super::client::{self, Call};
 use super::sse::{SseEvent, SseParser};
 use super::state::StreamRecord;
 use super::{Inner, Reader, StatusKind};
+use crate::backoff::{Backoff, Retries};
 use crate::conversation::{Conversation, CoreError, Outcome};
 use crate::protocol::{self, ProtocolError};
 use http_body_util::BodyExt;
@@ -116,7 +117,10 @@ impl Inner {
     }
 
     async fn read_events(self: Arc<Self>, session_id: String, generation: u64) {
-        let mut pause = self.settings.backoff_initial;
+        let mut retries = Retries::new(Backoff::doubling(
+            self.settings.backoff_initial,
+            self.settings.backoff_max,
+        ));
         let idle_ms = self.settings.events_idle.as_millis() as i64;
         loop {
             if self.shutdown.is_triggered() || self.generation() != generation {
@@ -149,7 +153,7 @@ impl Inner {
                             .and_then(|v| v.to_str().ok())
                             .is_some_and(|v| v.starts_with("text/event-stream")) =>
                     {
-                        pause = self.settings.backoff_initial;
+                        retries.reset();
                         tracing::debug!(%session_id, last_event_id = ?rec.last_event_id, "reading GET /v1/events");
                         self.consume(&session_id, generation, resp.into_body())
                             .await
@@ -182,10 +186,9 @@ impl Inner {
                 StreamEnd::Stop => break,
                 StreamEnd::Reconnect => {
                     tokio::select! {
-                        _ = tokio::time::sleep(pause) => {},
+                        _ = tokio::time::sleep(retries.fail()) => {},
                         _ = self.shutdown.wait() => break,
                     }
-                    pause = (pause * 2).min(self.settings.backoff_max);
                 }
             }
         }

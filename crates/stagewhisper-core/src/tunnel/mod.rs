@@ -27,6 +27,7 @@ pub use external::Origin;
 pub use net::Failure;
 pub use probe::ProbeResponder;
 
+use crate::backoff::Backoff;
 use crate::clock::fmt_time;
 use crate::http::{AllowedHosts, Shutdown};
 use crate::tokens::Secret;
@@ -240,10 +241,7 @@ impl TunnelSettings {
     }
 
     fn backoff(&self, failures: u32) -> Duration {
-        let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(16));
-        self.backoff_initial
-            .saturating_mul(factor)
-            .min(self.backoff_max)
+        Backoff::doubling(self.backoff_initial, self.backoff_max).delay(failures)
     }
 }
 
@@ -1007,18 +1005,6 @@ fn valid_host(h: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_and_caps() {
-        let s = TunnelSettings {
-            backoff_initial: Duration::from_secs(1),
-            backoff_max: Duration::from_secs(60),
-            ..TunnelSettings::default()
-        };
-        let v: Vec<u64> = (1..=9).map(|n| s.backoff(n).as_secs()).collect();
-        assert_eq!(v, vec![1, 2, 4, 8, 16, 32, 60, 60, 60]);
-        assert_eq!(s.backoff(1000).as_secs(), 60);
-    }
 
     #[test]
     fn settings_debug_hides_the_token() {
