@@ -11,7 +11,6 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use std::net::IpAddr;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
@@ -49,69 +48,60 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Parses and validates a base URL.
-    pub fn parse(url: &str) -> Result<Endpoint, UrlError> {
-        let url = url.trim();
-        if url.is_empty() {
+    /// Parses and validates a base URL (with the `url` crate: hosts, IPv6 and ports as a
+    /// browser reads them), then keeps what the loopback-only rule allows.
+    pub fn parse(input: &str) -> Result<Endpoint, UrlError> {
+        let input = input.trim();
+        if input.is_empty() {
             return Err(UrlError::Empty);
         }
-        let Some((scheme, rest)) = url.split_once("://") else {
-            return Err(UrlError::Malformed(url.to_string()));
-        };
-        if !scheme.eq_ignore_ascii_case("http") {
-            return Err(UrlError::Scheme(url.to_string()));
+        let malformed = || UrlError::Malformed(input.to_string());
+        // `host:port` alone would read as a URL of the scheme `host`.
+        if !input.contains("://") {
+            return Err(malformed());
         }
-        if rest.contains(['?', '#', '@']) {
+        let url = url::Url::parse(input).map_err(|_| malformed())?;
+        if url.scheme() != "http" {
+            return Err(UrlError::Scheme(input.to_string()));
+        }
+        if url.query().is_some()
+            || url.fragment().is_some()
+            || !url.username().is_empty()
+            || url.password().is_some()
+        {
             return Err(UrlError::Extra);
         }
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, ""),
+        let (host, loopback) = match url.host() {
+            Some(url::Host::Domain(d)) => (d.to_string(), d == "localhost"),
+            Some(url::Host::Ipv4(ip)) => (ip.to_string(), ip.is_loopback()),
+            Some(url::Host::Ipv6(ip)) => (ip.to_string(), ip.is_loopback()),
+            None => return Err(malformed()),
         };
-        let (host, port) = if let Some(after) = authority.strip_prefix('[') {
-            let Some((h, p)) = after.split_once(']') else {
-                return Err(UrlError::Malformed(url.to_string()));
-            };
-            (h.to_string(), p.strip_prefix(':').unwrap_or(p))
-        } else {
-            match authority.rsplit_once(':') {
-                Some((h, p)) => (h.to_string(), p),
-                None => (authority.to_string(), ""),
-            }
-        };
-        if host.is_empty() {
-            return Err(UrlError::Malformed(url.to_string()));
-        }
-        let port: u16 = if port.is_empty() {
-            80
-        } else {
-            port.parse()
-                .ok()
-                .filter(|p| *p != 0)
-                .ok_or_else(|| UrlError::Malformed(url.to_string()))?
-        };
-        let host_lc = host.to_ascii_lowercase();
-        let loopback = host_lc == "localhost"
-            || host_lc
-                .parse::<IpAddr>()
-                .map(|ip| ip.is_loopback())
-                .unwrap_or(false);
         if !loopback {
             return Err(UrlError::NotLoopback(host));
         }
-        if path.contains("//") || path.split('/').any(|s| s == ".." || s == ".") {
-            return Err(UrlError::Malformed(url.to_string()));
+        let port = url
+            .port_or_known_default()
+            .filter(|p| *p != 0)
+            .ok_or_else(malformed)?;
+        // The parser resolves `.` and `..`; a base URL written with them is refused, not
+        // silently rewritten.
+        let dotted = ["/./", "/../"].iter().any(|d| input.contains(d))
+            || input.ends_with("/.")
+            || input.ends_with("/..");
+        if dotted || url.path().contains("//") {
+            return Err(malformed());
         }
-        let authority = if host_lc.contains(':') {
-            format!("[{host_lc}]:{port}")
+        let authority = if host.contains(':') {
+            format!("[{host}]:{port}")
         } else {
-            format!("{host_lc}:{port}")
+            format!("{host}:{port}")
         };
         Ok(Endpoint {
-            host: host_lc,
+            host,
             port,
             authority,
-            prefix: path.trim_end_matches('/').to_string(),
+            prefix: url.path().trim_end_matches('/').to_string(),
         })
     }
 
@@ -346,15 +336,31 @@ mod tests {
             ("::1", "[::1]:7000")
         );
         assert_eq!(Endpoint::parse("http://127.0.0.2").unwrap().port, 80);
+        // Read as a browser reads them: the scheme in any case, short IPv4 forms.
+        let e = Endpoint::parse("HTTP://127.1:5/a/b").unwrap();
+        assert_eq!(e.base_url(), "http://127.0.0.1:5/a/b");
     }
 
     #[test]
     fn rejects_what_is_not_a_loopback_http_url() {
         assert_eq!(Endpoint::parse(""), Err(UrlError::Empty));
-        assert!(matches!(
-            Endpoint::parse("127.0.0.1:80"),
-            Err(UrlError::Malformed(_))
-        ));
+        for bare in ["127.0.0.1:80", "localhost:80"] {
+            assert!(
+                matches!(Endpoint::parse(bare), Err(UrlError::Malformed(_))),
+                "{bare}"
+            );
+        }
+        for odd in [
+            "http://[::1]:0",
+            "http://127.0.0.1:1//a",
+            "http://127.0.0.1:1/a/.",
+            "http://:80",
+        ] {
+            assert!(
+                matches!(Endpoint::parse(odd), Err(UrlError::Malformed(_))),
+                "{odd}"
+            );
+        }
         assert!(matches!(
             Endpoint::parse("https://127.0.0.1:1"),
             Err(UrlError::Scheme(_))
