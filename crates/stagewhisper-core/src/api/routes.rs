@@ -6,11 +6,10 @@ use super::common::{
 use super::ApiState;
 use crate::conversation::CoreError;
 use crate::model::{InsightView, MessageView, SessionView, TypingView};
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -382,16 +381,21 @@ async fn stream_from(api: &ApiState, cursor: Option<i64>) -> Result<Response, Ap
     };
     let mut sub = api.conversation.hub().subscribe(store, start);
     let shutdown = api.shutdown.clone();
-    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(256);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(256);
     tokio::spawn(async move {
         // A first frame at once, so proxies and clients see the stream is alive.
-        let first = if hello {
-            format!(": stream open\nevent: ready\ndata: {{\"cursor\":{start}}}\n\n")
-        } else {
-            ": stream open\n\n".to_string()
-        };
-        if tx.send(Bytes::from(first)).await.is_err() {
-            return;
+        let mut first = vec![Event::default().comment("stream open")];
+        if hello {
+            first.push(
+                Event::default()
+                    .event("ready")
+                    .data(format!("{{\"cursor\":{start}}}")),
+            );
+        }
+        for e in first {
+            if tx.send(e).await.is_err() {
+                return;
+            }
         }
         let mut keepalive = tokio::time::interval(Duration::from_secs(15));
         keepalive.tick().await;
@@ -400,32 +404,35 @@ async fn stream_from(api: &ApiState, cursor: Option<i64>) -> Result<Response, Ap
                 e = sub.next() => match e {
                     // A live-only event has no cursor: no `id:` line, so the reader's
                     // Last-Event-ID stays that of the last logged event.
-                    Ok(e) if e.is_live() => format!("event: {}\ndata: {}\n\n", e.event_type, e.json),
-                    Ok(e) => format!("id: {}\nevent: {}\ndata: {}\n\n", e.id, e.event_type, e.json),
+                    Ok(e) if e.is_live() => Event::default().event(&e.event_type).data(&e.json),
+                    Ok(e) => Event::default()
+                        .id(e.id.to_string())
+                        .event(&e.event_type)
+                        .data(&e.json),
                     Err(err) => {
                         tracing::warn!(error = %err, "event stream read failed; retrying");
                         tokio::time::sleep(Duration::from_millis(500)).await;
                         continue;
                     }
                 },
-                _ = keepalive.tick() => ": keepalive\n\n".to_string(),
+                _ = keepalive.tick() => Event::default().comment("keepalive"),
                 _ = shutdown.wait() => break,
                 _ = tx.closed() => break,
             };
-            if tx.send(Bytes::from(frame)).await.is_err() {
+            if tx.send(frame).await.is_err() {
                 break;
             }
         }
     });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, std::io::Error>(b), rx))
+        rx.recv()
+            .await
+            .map(|e| (Ok::<_, std::convert::Infallible>(e), rx))
     });
-    let mut r = Response::new(Body::from_stream(stream));
+    // axum's `Sse` writes the frames and the content type; the cache headers are ours (no
+    // proxy may keep or buffer the stream).
+    let mut r = Sse::new(stream).into_response();
     let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(r)
