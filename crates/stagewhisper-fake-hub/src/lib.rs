@@ -368,11 +368,7 @@ impl FakeHub {
 
     /// A pending `permission_request` (replayed on every subscribe until resolved).
     pub fn request_permission(&self, request_id: &str, tool: &str, input_preview: &str) {
-        let v = json!({"type": "permission_request", "sessionId": self.inner.cfg.session_id,
-            "requestId": request_id, "tool": tool, "inputPreview": input_preview, "ts": now_ts()});
-        let mut s = self.inner.state.lock().expect("lock");
-        s.pending.push((request_id.to_string(), v.clone()));
-        s.broadcast(&v);
+        self.request_permission_in(&self.inner.cfg.session_id, request_id, tool, input_preview);
     }
 
     /// A pending `permission_request` in a side session.
