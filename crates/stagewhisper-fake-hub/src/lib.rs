@@ -615,6 +615,37 @@ fn bearer<B>(req: &Request<B>) -> Option<String> {
     (parts.next()? == "bearer").then(|| parts.next().map(str::to_string))?
 }
 
+/// A WebSocket on the upgraded connection.
+type Ws = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+
+/// Answers a WebSocket upgrade with 101 and runs `serve` on the socket once the connection is
+/// upgraded (400 `not_websocket` when `req` is no upgrade).
+fn accept<F, Fut>(req: &mut Request<Incoming>, serve: F) -> Response<Full<Bytes>>
+where
+    F: FnOnce(Ws) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let Some(resp) = upgrade_response(req) else {
+        return respond(
+            StatusCode::BAD_REQUEST,
+            json!({"ok": false, "code": "not_websocket"}),
+        );
+    };
+    let on = hyper::upgrade::on(req);
+    tokio::spawn(async move {
+        match on.await {
+            Ok(up) => {
+                serve(
+                    WebSocketStream::from_raw_socket(TokioIo::new(up), WsRole::Server, None).await,
+                )
+                .await
+            }
+            Err(e) => tracing::debug!(error = %e, "fake hub: upgrade failed"),
+        }
+    });
+    resp
+}
+
 /// The 101 answer, or `None` when `req` is not a WebSocket upgrade.
 fn upgrade_response<B>(req: &Request<B>) -> Option<Response<Full<Bytes>>> {
     let key = req.headers().get(hyper::header::SEC_WEBSOCKET_KEY)?;
@@ -674,49 +705,13 @@ async fn handle(inner: Arc<Inner>, mut req: Request<Incoming>) -> Response<Full<
             let (Some(login), Some(token)) = (login, token) else {
                 return unauthorized();
             };
-            let Some(resp) = upgrade_response(&req) else {
-                return respond(
-                    StatusCode::BAD_REQUEST,
-                    json!({"ok": false, "code": "not_websocket"}),
-                );
-            };
-            let on = hyper::upgrade::on(&mut req);
-            tokio::spawn(async move {
-                match on.await {
-                    Ok(up) => {
-                        let ws = WebSocketStream::from_raw_socket(
-                            TokioIo::new(up),
-                            WsRole::Server,
-                            None,
-                        )
-                        .await;
-                        cli_socket(inner, ws, token, login).await;
-                    }
-                    Err(e) => tracing::debug!(error = %e, "fake hub: upgrade failed"),
-                }
-            });
-            resp
+            accept(&mut req, move |ws| cli_socket(inner, ws, token, login))
         }
         ("GET", "/channel") => {
             if token.as_deref() != Some(inner.cfg.channel_token.as_str()) {
                 return unauthorized();
             }
-            let Some(resp) = upgrade_response(&req) else {
-                return respond(
-                    StatusCode::BAD_REQUEST,
-                    json!({"ok": false, "code": "not_websocket"}),
-                );
-            };
-            let on = hyper::upgrade::on(&mut req);
-            tokio::spawn(async move {
-                if let Ok(up) = on.await {
-                    let ws =
-                        WebSocketStream::from_raw_socket(TokioIo::new(up), WsRole::Server, None)
-                            .await;
-                    channel_socket(inner, ws).await;
-                }
-            });
-            resp
+            accept(&mut req, move |ws| channel_socket(inner, ws))
         }
         ("POST", "/api/channel/event") => {
             if token.as_deref() != Some(inner.cfg.channel_token.as_str()) {
