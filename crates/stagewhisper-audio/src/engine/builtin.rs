@@ -215,8 +215,8 @@ impl Decoder {
     fn load(lib: &Arc<Lib>, paths: &ModelPaths) -> Result<Decoder, String> {
         let _one_at_a_time = lib.init_lock.lock().unwrap_or_else(|e| e.into_inner());
         // `-fwdflat no`: one search pass instead of two. On the speech bench (40 turns, two
-        // voices, alternating runs) the engine's time fell by about a sixth (RTF 0.27–0.36 →
-        // 0.21–0.31) and a turn's final text came 200 ms sooner (p50 238–283 → 36–45 ms), for
+        // voices, alternating runs) the engine's time fell by about a fifth (RTF mean 0.33 →
+        // 0.27) and a turn's final text came 200 ms sooner (p50 238–283 → 36–47 ms), for
         // 1.9 points of WER (71.1 → 73.0 %). `-bestpath no` as well cost 10 points: kept on.
         let argv: [&CStr; 9] = [
             c"stagewhisper",
