@@ -20,7 +20,6 @@ use crate::assistants::{Assistants, BoxFuture};
 use crate::clock::SharedClock;
 use crate::conversation::{Conversation, CoreError};
 use crate::http::Shutdown;
-use crate::links::api::MAX_SPEAKER;
 use crate::model::TranscriptView;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -41,6 +40,9 @@ pub const EVENT_STATUS: &str = "audio_status";
 pub const DEFAULT_YOU: &str = "You";
 /// The default speaker of the system-audio channel (the call's other side).
 pub const DEFAULT_THEM: &str = "Them";
+
+/// Longest speaker name of a transcript turn (heard or posted).
+pub const MAX_SPEAKER: usize = 100;
 /// Longest model name an engine setting takes.
 pub const MAX_MODEL: usize = 200;
 /// Longest API key an engine setting takes.

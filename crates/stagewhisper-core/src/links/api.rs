@@ -33,8 +33,6 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-/// Longest speaker name.
-pub const MAX_SPEAKER: usize = 100;
 
 /// What these routes reach.
 #[derive(Clone)]
