@@ -33,7 +33,6 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-
 /// What these routes reach.
 #[derive(Clone)]
 pub struct LinkApi {
