@@ -417,6 +417,7 @@ def main():
         s, v = ui.request("POST", "/api/calls", {"title": "soak call"})
         assert s == 201, (s, v)
         sid, isid = v["session_id"], v["insights_session_id"]
+        ui_port = urllib.parse.urlsplit(ready["ui_url"]).port
         sse = SseClient(ready["ui_url"], ready["ui_token"])
         sse.start()
         if a.browser:
@@ -436,7 +437,6 @@ def main():
                 # stream). Waited for before the soak's clock starts: a first Chromium start on
                 # a fresh machine once took more than 30 s (CI), and that is Chromium's cold
                 # start, not the app's.
-                ui_port = urllib.parse.urlsplit(ready["ui_url"]).port
                 deadline = started + 120
                 while browser_conns(ui_port, profile) < 1 and time.monotonic() < deadline:
                     if browser.poll() is not None:
@@ -456,7 +456,6 @@ def main():
         soak_ref[0] = soak
         soak.schedule_call(sid, a.minutes)
 
-        ui_port = urllib.parse.urlsplit(ready["ui_url"]).port
         pid = app.pid
         samples = []
         minute = 0

@@ -250,7 +250,12 @@ fn run(
     server: Option<&common::WhisperServer>,
 ) -> Run {
     let busy0 = server.map(|s| s.stats()["busy_s"].as_f64().unwrap_or(0.0));
-    let opts_every_chunk = std::env::args().any(|a| a == "--partial-every-chunk");
+    // The live pipeline asks for a partial once per PARTIAL_EVERY (in chunks of audio).
+    let every = if std::env::args().any(|a| a == "--partial-every-chunk") {
+        1
+    } else {
+        ((PARTIAL_EVERY.as_secs_f64() * RATE as f64) as usize / CHUNK).max(1)
+    };
     let (mut edits_total, mut words_total) = (0usize, 0usize);
     let mut by_voice: Vec<(&'static str, usize, usize)> =
         VOICES.iter().map(|v| (*v, 0, 0)).collect();
@@ -267,12 +272,6 @@ fn run(
             let mut u = engine.begin().expect("begin");
             engine_time += t0.elapsed();
             let mut seen_partial = false;
-            // The live pipeline asks for a partial once per PARTIAL_EVERY.
-            let every = if opts_every_chunk {
-                1
-            } else {
-                ((PARTIAL_EVERY.as_secs_f64() * RATE as f64) as usize / CHUNK).max(1)
-            };
             for (k, chunk) in turn.chunks(CHUNK).enumerate() {
                 // The chunk is there once its last sample has been captured.
                 let arrives =
