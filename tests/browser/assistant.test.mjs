@@ -341,7 +341,8 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
     await page.keyboard.press('Enter');
     await page.waitForFunction(() => document.querySelectorAll('#transcript .turn').length === 5);
     assert.match(await turns.nth(4).innerText(), /Me\s*:?\s*Noted: 50 to 60k\./);
-    assert.equal(await page.getByLabel('Transcript turn', { exact: true }).inputValue(), '');
+    // The field empties once the POST is answered, which may come after the turn's own event.
+    await page.waitForFunction(() => document.querySelector('#turn-text')?.value === '', null, { timeout: 15_000 });
     const stored = (await api(ready, 'GET', `/api/calls/${sid}/transcript`)).json;
     assert.equal(stored.length, 5);
     assert.equal(stored[4].speaker, 'Me');
@@ -478,6 +479,8 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
     await remove.click();
     await page.locator('#assistant-confirm-remove').click();
     await waitChip('Assistant: not configured');
+    // The chip follows the link's event; the form is emptied once the DELETE is answered.
+    await page.waitForFunction(() => document.querySelector('#assistant-result')?.textContent === 'The assistant link is removed.');
     assert.equal(await page.locator('#assistant-settings-status').innerText(), 'Not configured');
     assert.equal(await page.getByLabel('Base URL', { exact: true }).inputValue(), '');
     assert.equal(await page.locator('#assistant-token-state').innerText(), 'not set');

@@ -327,7 +327,8 @@ describe('web UI against the headless app', { skip: reason ?? false }, () => {
     const mine = page.locator('#messages .msg-user .msg-body');
     await mine.waitFor();
     assert.equal(await mine.innerText(), 'line one\nline two');
-    assert.equal(await input.inputValue(), '', 'composer cleared after sending');
+    // Cleared once the POST is answered, which may come after the message's own event.
+    await page.waitForFunction(() => document.querySelector('.composer-input')?.value === '', null, { timeout: 15_000 });
     const msgs = (await api(ready, 'GET', `/api/sessions/${sid}/messages`)).json;
     assert.ok(msgs.some((m) => m.kind === 'user' && m.text === 'line one\nline two'), 'stored through POST /api/sessions/{id}/messages');
     await say(sid, 'Got it. **Two lines** received:\n\n- line one\n- line two');

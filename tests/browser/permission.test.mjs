@@ -111,7 +111,8 @@ describe('web UI: a clawborrator permission card', { skip: reason ?? false }, ()
     assert.equal(await page.locator('#claw-session-id').inputValue(), hub.session_id);
     await page.locator('#claw-save').click();
     await page.locator('#assistant-settings-status[data-status="online"]').waitFor({ timeout: 15_000 });
-    // The token is write-only.
+    // The token is write-only: emptied once the PUT is answered (the status follows the link's events).
+    await page.waitForFunction(() => /^Saved\./.test(document.querySelector('#claw-result')?.textContent ?? ''));
     assert.equal(await page.locator('#claw-token').inputValue(), '');
     assert.equal(await page.locator('#claw-token-state').innerText(), 'set');
     const view = await api(ready, 'GET', '/api/assistant');
