@@ -51,8 +51,19 @@ pub(crate) struct SessionIndex {
     /// repeats a final text, which happens within a reply or two, not hundreds later (and a
     /// draft that settles on a final text is dropped by its content key anyway).
     finals: HashMap<String, (u64, Vec<String>), FastHash>,
+    /// [`SessionIndex::approx_bytes`]'s share of `finals`, kept as they change (weighing the
+    /// indexes after every batch must not walk thousands of texts).
+    finals_bytes: usize,
     scopes: u64,
     last_used: u64,
+}
+
+fn scope_bytes(scope: &str) -> usize {
+    scope.len() + 64
+}
+
+fn text_bytes(text: &str) -> usize {
+    text.len() + 24
 }
 
 /// Scopes whose final texts a session index keeps (it prunes at twice as many).
@@ -85,17 +96,26 @@ impl SessionIndex {
             if let Some(scope) = &row.scope {
                 self.scopes += 1;
                 let at = self.scopes;
+                self.finals_bytes += text_bytes(&row.text);
                 match self.finals.get_mut(scope.as_str()) {
                     Some((seen, texts)) => {
                         *seen = at;
                         texts.push(row.text.clone());
                     }
                     None => {
+                        self.finals_bytes += scope_bytes(scope);
                         self.finals
                             .insert(scope.clone(), (at, vec![row.text.clone()]));
                         if self.finals.len() as u64 > 2 * FINAL_SCOPES {
                             let keep_after = at - FINAL_SCOPES;
                             self.finals.retain(|_, (seen, _)| *seen > keep_after);
+                            self.finals_bytes = self
+                                .finals
+                                .iter()
+                                .map(|(k, (_, v))| {
+                                    scope_bytes(k) + v.iter().map(|t| text_bytes(t)).sum::<usize>()
+                                })
+                                .sum();
                         }
                     }
                 }
@@ -133,12 +153,7 @@ impl SessionIndex {
 
     /// About what the index holds in memory, in bytes.
     pub fn approx_bytes(&self) -> usize {
-        let finals: usize = self
-            .finals
-            .iter()
-            .map(|(k, (_, v))| k.len() + 64 + v.iter().map(|t| t.len() + 24).sum::<usize>())
-            .sum();
-        self.message_ids.bytes() + self.content_keys.bytes() + finals
+        self.message_ids.bytes() + self.content_keys.bytes() + self.finals_bytes
     }
 
     /// A final text of the scope starts with `text`: a draft of it is redundant.
@@ -294,6 +309,20 @@ mod tests {
             idx.add(&final_row(n));
         }
         assert!(idx.finals.len() as u64 <= 2 * FINAL_SCOPES);
+        // A second final of a scope it has.
+        idx.add(&MessageRow {
+            message_id: None,
+            text: "A second part.".into(),
+            ..final_row(total)
+        });
+        // The weight kept as they came and went is what walking them gives.
+        let walked: usize = idx
+            .finals
+            .iter()
+            .map(|(k, (_, v))| scope_bytes(k) + v.iter().map(|t| text_bytes(t)).sum::<usize>())
+            .sum();
+        assert_eq!(idx.finals_bytes, walked);
+        assert!(walked > 0);
         // The recent scopes answer; a prefix of their final is redundant, other text is not.
         for n in total - FINAL_SCOPES + 1..=total {
             assert!(
