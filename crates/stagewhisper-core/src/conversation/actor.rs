@@ -10,10 +10,20 @@
 //! 5. The batch goes to the store's writer thread ([`crate::store::writer`]) as one unit, and
 //!    the actor goes straight on to the next batch: the rules decide batch N+1 while the
 //!    writer commits batch N (grouping whatever units have queued into one transaction).
+//!    When nothing is in flight, the actor commits the unit itself instead
+//!    ([`WriterHandle::hold_here`]): no thread is woken for it.
 //! 6. Once a unit is committed, [`deliver`] publishes its events and answers its callers; so a
 //!    2xx always means "on disk". If a commit fails, its callers (and those of every unit
 //!    decided on top of it, same epoch) get `storage_unavailable`; the actor waits for the
 //!    writer to drain, reloads the rules from the database and starts a new epoch.
+//!
+//! A lone command (the usual case: one callback at a time) does not wait for the actor's task
+//! at all: [`Handle::now`] runs steps 3–6 for it on the caller's own task when the actor is
+//! idle, nothing is queued or in flight, the rules need nothing from the database and the
+//! writer connection is free. It holds the actor's state for that long (the lock the actor's
+//! task takes for a batch) and never waits inside it, so a caller that gives up cannot leave
+//! a decision half made. Commands that arrive together still go through the actor and the
+//! writer thread, grouped.
 
 use super::index::{key_digest, SessionIndex, RECENT_FINALS};
 use super::keyset::id_digest;
@@ -25,14 +35,22 @@ use crate::events::{Event, EventHub};
 use crate::model::{MessageRow, MessageView, SessionView, TranscriptView, TypingView};
 use crate::protocol::Callback;
 use crate::store::writer::{Payload, Unit, WriterHandle};
-use crate::store::{load, StoreError};
+use crate::store::{load, Op, StoreError};
 use serde_json::Value;
 use sqlx::sqlite::SqliteConnection;
 use std::collections::HashMap;
-use tokio::sync::{mpsc, oneshot};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, Mutex, Notify};
 
 /// Largest number of commands applied in one transaction.
 const MAX_BATCH: usize = 512;
+
+/// Largest batch the actor commits on its own task when the writer is idle; a larger one
+/// (callbacks that queued up together) goes to the writer thread, which does not hold up a
+/// worker of the runtime for that long, and grows the WAL past its limit by at most this much
+/// before the writer's next check.
+const MAX_BATCH_HERE: usize = 16;
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T, CoreError>>;
 
@@ -143,6 +161,25 @@ fn finish<T: Send + 'static>(reply: Reply<T>, result: Result<T, CoreError>) -> F
 struct Batch {
     events: Vec<Event>,
     finishers: Vec<Finish>,
+    _unanswered: Unanswered,
+}
+
+/// Counts the batches handed to the writer whose callers are not answered yet (committed or
+/// not): while there are any, the actor does not commit on its own, so events and answers
+/// leave in commit order.
+struct Unanswered(Arc<AtomicUsize>);
+
+impl Unanswered {
+    fn new(count: &Arc<AtomicUsize>) -> Unanswered {
+        count.fetch_add(1, Ordering::AcqRel);
+        Unanswered(count.clone())
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Payload for Batch {
@@ -158,39 +195,186 @@ impl Payload for Batch {
 async fn deliver(hub: EventHub, mut done: mpsc::UnboundedReceiver<Vec<Unit<Batch>>>) {
     while let Some(units) = done.recv().await {
         for u in units {
-            for e in u.payload.events {
-                hub.publish(e);
-            }
-            for f in u.payload.finishers {
-                f(None);
-            }
+            publish(&hub, u.payload);
         }
     }
 }
 
+/// A batch's writes with its events and answers, counted unanswered until it is dropped.
+fn batch_unit(
+    epoch: u64,
+    ops: Vec<Op>,
+    events: Vec<Event>,
+    finishers: Vec<Finish>,
+    unanswered: &Arc<AtomicUsize>,
+) -> Unit<Batch> {
+    Unit {
+        epoch,
+        ops,
+        payload: Batch {
+            events,
+            finishers,
+            _unanswered: Unanswered::new(unanswered),
+        },
+    }
+}
+
+fn publish(hub: &EventHub, batch: Batch) {
+    for e in batch.events {
+        hub.publish(e);
+    }
+    for f in batch.finishers {
+        f(None);
+    }
+}
+
+/// The callers' end of the actor.
+#[derive(Clone)]
+pub(super) struct Handle {
+    tx: mpsc::Sender<Cmd>,
+    actor: Arc<Mutex<Actor>>,
+    /// Commands whose callers are waiting for their answer ([`Handle::enter`]).
+    waiting: Arc<AtomicUsize>,
+    /// Rung when a command decided on a caller's task brought a timer of the rules forward.
+    timers: Arc<Notify>,
+}
+
+/// A caller waiting for its command's answer (see [`Handle::enter`]).
+pub(super) struct Waiting(Arc<AtomicUsize>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Handle {
+    /// Counts the caller as waiting until the guard is dropped: with others waiting beside it,
+    /// commands are grouped (one commit for many) rather than decided one by one.
+    pub fn enter(&self) -> Waiting {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        Waiting(self.waiting.clone())
+    }
+
+    /// Queues `cmd` for the actor's task; `Err` once the actor is gone.
+    pub async fn send(&self, cmd: Cmd) -> Result<(), Cmd> {
+        self.tx.send(cmd).await.map_err(|e| e.0)
+    }
+
+    /// Decides and commits `cmd` here, on the caller's task, when it is alone (no other caller
+    /// waiting, the actor idle, its mailbox empty, nothing in flight to the writer), the rules
+    /// have what they need in memory and the writer connection is free; `Some(cmd)` back
+    /// otherwise (send it). Its answer is in its reply channel when this returns `None`. Never
+    /// waits. The caller has [`Handle::enter`]ed.
+    pub fn now(&self, cmd: Cmd) -> Option<Cmd> {
+        if matches!(cmd, Cmd::Tick)
+            || self.waiting.load(Ordering::Acquire) > 1
+            || self.tx.capacity() < self.tx.max_capacity()
+        {
+            return Some(cmd);
+        }
+        let Ok(mut actor) = self.actor.try_lock() else {
+            return Some(cmd);
+        };
+        let a = &mut *actor;
+        if a.unanswered.load(Ordering::Acquire) != 0
+            || a.writer.pipeline().failed_epoch() >= a.epoch
+            || !a.in_memory(&cmd)
+        {
+            return Some(cmd);
+        }
+        let Some(here) = a.writer.hold_here() else {
+            return Some(cmd);
+        };
+        let before = a.rules.next_deadline_ms();
+        let mut events = Vec::new();
+        let finisher = Actor::apply(&mut a.rules, cmd, &HashMap::new(), &mut events);
+        let ops = a.rules.take_ops();
+        let unit = batch_unit(a.epoch, ops, events, vec![finisher], &a.unanswered);
+        if let Some(done) = here.commit(unit) {
+            publish(&a.hub, done.payload);
+        }
+        a.after_batch();
+        if let Some(at) = a.rules.next_deadline_ms() {
+            if before.is_none_or(|b| at < b) {
+                self.timers.notify_one();
+            }
+        }
+        None
+    }
+}
+
 /// Starts the writer thread on `conn`, the delivery task and the actor; returns the actor's
-/// mailbox.
+/// handle.
 pub(super) async fn start(
     store: &crate::store::Store,
     conn: SqliteConnection,
     clock: SharedClock,
     settings: Settings,
     hub: EventHub,
-) -> Result<mpsc::Sender<Cmd>, StoreError> {
+) -> Result<Handle, StoreError> {
     let mut reader = store.connect_reader().await?;
     let rules = load_rules(&mut reader, clock, settings).await?;
     let (done_tx, done_rx) = mpsc::unbounded_channel();
-    tokio::spawn(deliver(hub, done_rx));
+    tokio::spawn(deliver(hub.clone(), done_rx));
     let writer = crate::store::writer::spawn(store.clone(), conn, done_tx)?;
     let (tx, rx) = mpsc::channel(8192);
-    let actor = Actor {
+    let waiting = Arc::new(AtomicUsize::new(0));
+    let actor = Arc::new(Mutex::new(Actor {
         reader,
         rules,
         writer,
         epoch: 1,
-    };
-    tokio::spawn(actor.run(rx));
-    Ok(tx)
+        hub,
+        unanswered: Arc::new(AtomicUsize::new(0)),
+        waiting: waiting.clone(),
+    }));
+    let timers = Arc::new(Notify::new());
+    tokio::spawn(run(actor.clone(), rx, timers.clone()));
+    Ok(Handle {
+        tx,
+        actor,
+        waiting,
+        timers,
+    })
+}
+
+/// The actor's task: waits for commands (or a timer of the rules), and decides each batch
+/// holding the actor's state.
+async fn run(actor: Arc<Mutex<Actor>>, mut rx: mpsc::Receiver<Cmd>, timers: Arc<Notify>) {
+    loop {
+        let (deadline, now) = {
+            let a = actor.lock().await;
+            (a.rules.next_deadline_ms(), a.rules.clock().now_ms())
+        };
+        let first = match deadline {
+            Some(at) => {
+                let wait = (at - now).max(0) as u64;
+                tokio::select! {
+                    cmd = rx.recv() => cmd,
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => Some(Cmd::Tick),
+                    _ = timers.notified() => continue,
+                }
+            }
+            None => tokio::select! {
+                cmd = rx.recv() => cmd,
+                _ = timers.notified() => continue,
+            },
+        };
+        let Some(first) = first else { break };
+        let mut a = actor.lock().await;
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(c) => batch.push(c),
+                Err(_) => break,
+            }
+        }
+        if a.writer.pipeline().failed_epoch() >= a.epoch {
+            a.recover().await;
+        }
+        a.run_batch(batch).await;
+    }
 }
 
 /// The rules' state as the database holds it.
@@ -211,37 +395,14 @@ struct Actor {
     rules: Rules,
     writer: WriterHandle<Batch>,
     epoch: u64,
+    /// Where the actor publishes a unit it committed itself.
+    hub: EventHub,
+    unanswered: Arc<AtomicUsize>,
+    /// [`Handle::waiting`].
+    waiting: Arc<AtomicUsize>,
 }
 
 impl Actor {
-    async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
-        loop {
-            let deadline = self.rules.next_deadline_ms();
-            let first = match deadline {
-                Some(at) => {
-                    let wait = (at - self.rules.clock().now_ms()).max(0) as u64;
-                    tokio::select! {
-                        cmd = rx.recv() => cmd,
-                        _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => Some(Cmd::Tick),
-                    }
-                }
-                None => rx.recv().await,
-            };
-            let Some(first) = first else { break };
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(c) => batch.push(c),
-                    Err(_) => break,
-                }
-            }
-            if self.writer.pipeline().failed_epoch() >= self.epoch {
-                self.recover().await;
-            }
-            self.run_batch(batch).await;
-        }
-    }
-
     /// After a failed commit: wait for the writer to settle, reload, start a new epoch.
     async fn recover(&mut self) {
         self.writer.pipeline().wait_drained().await;
@@ -281,17 +442,53 @@ impl Actor {
         let mut events: Vec<Event> = Vec::with_capacity(batch.len());
         self.rules.reserve_ops(2 * batch.len());
         for cmd in batch {
-            finishers.push(self.apply(cmd, &rows, &mut events));
+            finishers.push(Actor::apply(&mut self.rules, cmd, &rows, &mut events));
         }
-        let unit = Unit {
-            epoch: self.epoch,
-            ops: self.rules.take_ops(),
-            payload: Batch { events, finishers },
+        // Alone: no caller waits but this batch's, and nothing is in flight to the writer.
+        let alone = finishers.len() <= MAX_BATCH_HERE
+            && self.waiting.load(Ordering::Acquire) <= finishers.len()
+            && self.unanswered.load(Ordering::Acquire) == 0;
+        let ops = self.rules.take_ops();
+        let unit = batch_unit(self.epoch, ops, events, finishers, &self.unanswered);
+        let unit = match alone.then(|| self.writer.hold_here()).flatten() {
+            Some(here) => {
+                if let Some(done) = here.commit(unit) {
+                    publish(&self.hub, done.payload);
+                }
+                None
+            }
+            None => Some(unit),
         };
-        self.writer.send(unit).await;
+        if let Some(unit) = unit {
+            self.writer.send(unit).await;
+        }
+        self.after_batch();
+    }
+
+    fn after_batch(&mut self) {
         if self.writer.pipeline().is_drained() {
             self.rules.index.evict();
         }
+    }
+
+    /// Whether the rules have in memory all that `cmd` needs (what [`Actor::load_for`] would
+    /// load otherwise); counts as the start of a batch.
+    fn in_memory(&mut self, cmd: &Cmd) -> bool {
+        self.rules.index.next_batch();
+        let session = match cmd {
+            Cmd::Callback(cb, _) => self.rules.index_for_callback(cb).map(str::to_string),
+            Cmd::UserMessage { session_id, .. } => self
+                .rules
+                .index_for_user_message(session_id)
+                .map(str::to_string),
+            Cmd::Transcript { session_id, .. } => self.rules.index_for_transcript(session_id),
+            Cmd::Delivery { .. }
+            | Cmd::PermissionRequest { .. }
+            | Cmd::SettlePermission { .. }
+            | Cmd::PermissionCard { .. } => return false,
+            _ => None,
+        };
+        session.is_none_or(|s| self.rules.index.touch(&s))
     }
 
     /// Loads what the rules need for a batch: the index of every session it touches (a
@@ -371,12 +568,11 @@ impl Actor {
 
     /// Hands one command to the rules; the answer leaves once the batch is committed.
     fn apply(
-        &mut self,
+        rules: &mut Rules,
         cmd: Cmd,
         rows: &HashMap<i64, MessageRow>,
         events: &mut Vec<Event>,
     ) -> Finish {
-        let rules = &mut self.rules;
         match cmd {
             Cmd::Callback(cb, reply) => finish(reply, Ok(rules.apply_callback(&cb, events))),
             Cmd::CreateSession {

@@ -5,7 +5,9 @@
 //! rules, hands the batch's writes to the store's writer thread, which commits them in one
 //! SQLite transaction (group commit), and only then answers each command and publishes its
 //! events. So a 2xx always means "on disk", a duplicate never shows twice, and the event log and
-//! the messages can never disagree.
+//! the messages can never disagree. A command that finds nothing ahead of it is decided and
+//! committed on its caller's own task, holding the actor's state (no thread hand-off); the
+//! rules and the order of what is stored are the same either way.
 //!
 //! Where to look:
 //! - [`rules`]: what the product does — dedupe, drafts, typing, insights routing, sessions.
@@ -40,7 +42,7 @@ use crate::store::{SessionRecord, Store, StoreError};
 use actor::{Cmd, Reply};
 use serde_json::Value;
 use sqlx::sqlite::SqliteConnection;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
@@ -133,7 +135,7 @@ impl DeliveryState {
 /// desktop shell.
 #[derive(Clone)]
 pub struct Conversation {
-    tx: mpsc::Sender<Cmd>,
+    actor: actor::Handle,
     store: Store,
     hub: EventHub,
     clock: SharedClock,
@@ -149,9 +151,9 @@ impl Conversation {
         settings: Settings,
     ) -> Result<Conversation, StoreError> {
         let hub = EventHub::new();
-        let tx = actor::start(&store, conn, clock.clone(), settings, hub.clone()).await?;
+        let actor = actor::start(&store, conn, clock.clone(), settings, hub.clone()).await?;
         Ok(Conversation {
-            tx,
+            actor,
             store,
             hub,
             clock,
@@ -177,10 +179,26 @@ impl Conversation {
 
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, CoreError> {
         let (reply, rx) = oneshot::channel();
-        self.tx
+        let _waiting = self.actor.enter();
+        // Decided here when nothing is ahead of it; queued for the actor otherwise.
+        if let Some(cmd) = self.actor.now(make(reply)) {
+            self.actor.send(cmd).await.map_err(|_| CoreError::Stopped)?;
+        }
+        Self::answer(rx).await
+    }
+
+    /// Through the actor's queue, never decided on the caller's task.
+    async fn queued<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, CoreError> {
+        let (reply, rx) = oneshot::channel();
+        let _waiting = self.actor.enter();
+        self.actor
             .send(make(reply))
             .await
             .map_err(|_| CoreError::Stopped)?;
+        Self::answer(rx).await
+    }
+
+    async fn answer<T>(rx: oneshot::Receiver<Result<T, CoreError>>) -> Result<T, CoreError> {
         rx.await.map_err(|_| {
             CoreError::StorageUnavailable("the writer stopped before committing".into())
         })?
@@ -354,12 +372,17 @@ impl Conversation {
 
     /// Runs due timers now (tests with a manual clock call this after advancing it).
     pub async fn tick(&self) -> Result<(), CoreError> {
-        self.tx
+        self.actor
             .send(Cmd::Tick)
             .await
             .map_err(|_| CoreError::Stopped)?;
         // A round trip through the queue: the tick's batch is committed when this returns.
-        self.typing("").await.map(|_| ())
+        self.queued(|reply| Cmd::Typing {
+            session_id: String::new(),
+            reply,
+        })
+        .await
+        .map(|_| ())
     }
 
     // ---- read side (no actor round trip) ----

@@ -220,6 +220,37 @@ async fn typing_clears_when_the_inactivity_timer_runs_out() {
     assert!(v.get("id").is_none(), "{v}");
 }
 
+/// A typing callback decided on its caller's task (the actor idle) still starts the actor's
+/// timer: the indicator stops on its own, with no `tick()` from the test.
+#[tokio::test]
+async fn a_timer_set_by_a_callback_decided_on_its_callers_task_fires_by_itself() {
+    let (c, clock, _dir) = start(200).await;
+    let s = c.create_session(false, None).await.unwrap().session_id;
+    let mut view = c
+        .hub()
+        .subscribe(c.store().clone(), c.store().last_event_id().await.unwrap());
+    post(
+        &c,
+        json!({"session_id": s, "status": "typing", "user_message_id": "u1", "label": "thinking"}),
+    )
+    .await;
+    clock.advance_ms(300);
+    // The actor sleeps the timer's 200 ms (real time) and then finds it due.
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let e = view.next().await.unwrap();
+            let v: Value = serde_json::from_str(&e.json).unwrap();
+            if v["type"] == "typing_stopped" {
+                return v;
+            }
+        }
+    })
+    .await
+    .expect("the typing indicator never stopped by itself");
+    assert_eq!(stopped["reason"], "timeout", "{stopped}");
+    assert!(c.typing(&s).await.unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn typing_is_never_written_to_disk() {
     let (c, clock, _dir) = start(30_000).await;

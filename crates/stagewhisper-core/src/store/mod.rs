@@ -96,6 +96,7 @@ pub struct Store {
     read: SqlitePool,
     path: PathBuf,
     checkpoint: Arc<Checkpoints>,
+    durability: Durability,
 }
 
 /// What the writer thread and the checkpointer share: how big the WAL is, whether anything
@@ -198,6 +199,7 @@ impl Store {
             read,
             path: path.to_path_buf(),
             checkpoint: Arc::new(Checkpoints::default()),
+            durability,
         };
         store.spawn_checkpointer().await?;
         if durability == Durability::Crash {
@@ -220,6 +222,10 @@ impl Store {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// A write connection for a kind's own small tables (the BYO replay guard), never for

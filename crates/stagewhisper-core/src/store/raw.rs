@@ -77,6 +77,12 @@ pub struct RawConn {
     wal_frames: Option<Arc<AtomicU64>>,
 }
 
+// SAFETY: the handle is opened by sqlx in SQLite's multi-thread mode (`SQLITE_OPEN_NOMUTEX`),
+// in which one connection may be used from any thread as long as no two use it at once. A
+// `RawConn` is moved between threads only inside the writer's mutex (`writer.rs`), whose holder
+// is its one user; its statements belong to it and move with it.
+unsafe impl Send for RawConn {}
+
 /// A WAL checkpoint's mode (`sqlite3_wal_checkpoint_v2`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckpointMode {

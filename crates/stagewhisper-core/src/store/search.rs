@@ -9,7 +9,7 @@
 //! the main index: so a message is found as soon as its commit is acknowledged, whether the
 //! batch has reached it or not. The rows above `upto` are the newest, so they come first.
 
-use super::{message_from_row, Store, StoreError, MESSAGE_COLUMNS, READ_CACHE_KIB};
+use super::{message_from_row, Durability, Store, StoreError, MESSAGE_COLUMNS, READ_CACHE_KIB};
 use crate::model::MessageRow;
 use sqlx::sqlite::SqlitePoolOptions;
 use sqlx::Row;
@@ -55,6 +55,7 @@ impl Store {
             read,
             path: path.to_path_buf(),
             checkpoint: Default::default(),
+            durability: Durability::default(),
         })
     }
 
