@@ -10,8 +10,6 @@
 //! 5. The batch goes to the store's writer thread ([`crate::store::writer`]) as one unit, and
 //!    the actor goes straight on to the next batch: the rules decide batch N+1 while the
 //!    writer commits batch N (grouping whatever units have queued into one transaction).
-//!    When nothing is in flight, the actor commits the unit itself instead
-//!    ([`WriterHandle::hold_here`]): no thread is woken for it.
 //! 6. Once a unit is committed, [`deliver`] publishes its events and answers its callers; so a
 //!    2xx always means "on disk". If a commit fails, its callers (and those of every unit
 //!    decided on top of it, same epoch) get `storage_unavailable`; the actor waits for the
@@ -45,12 +43,6 @@ use tokio::sync::{mpsc, oneshot, Mutex, Notify};
 
 /// Largest number of commands applied in one transaction.
 const MAX_BATCH: usize = 512;
-
-/// Largest batch the actor commits on its own task when the writer is idle; a larger one
-/// (callbacks that queued up together) goes to the writer thread, which does not hold up a
-/// worker of the runtime for that long, and grows the WAL past its limit by at most this much
-/// before the writer's next check.
-const MAX_BATCH_HERE: usize = 16;
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T, CoreError>>;
 
@@ -165,8 +157,8 @@ struct Batch {
 }
 
 /// Counts the batches handed to the writer whose callers are not answered yet (committed or
-/// not): while there are any, the actor does not commit on its own, so events and answers
-/// leave in commit order.
+/// not): while there are any, no command is committed on its caller's task, so events and
+/// answers leave in commit order.
 struct Unanswered(Arc<AtomicUsize>);
 
 impl Unanswered {
@@ -319,7 +311,6 @@ pub(super) async fn start(
     tokio::spawn(deliver(hub.clone(), done_rx));
     let writer = crate::store::writer::spawn(store.clone(), conn, done_tx)?;
     let (tx, rx) = mpsc::channel(8192);
-    let waiting = Arc::new(AtomicUsize::new(0));
     let actor = Arc::new(Mutex::new(Actor {
         reader,
         rules,
@@ -327,14 +318,13 @@ pub(super) async fn start(
         epoch: 1,
         hub,
         unanswered: Arc::new(AtomicUsize::new(0)),
-        waiting: waiting.clone(),
     }));
     let timers = Arc::new(Notify::new());
     tokio::spawn(run(actor.clone(), rx, timers.clone()));
     Ok(Handle {
         tx,
         actor,
-        waiting,
+        waiting: Arc::new(AtomicUsize::new(0)),
         timers,
     })
 }
@@ -342,27 +332,33 @@ pub(super) async fn start(
 /// The actor's task: waits for commands (or a timer of the rules), and decides each batch
 /// holding the actor's state.
 async fn run(actor: Arc<Mutex<Actor>>, mut rx: mpsc::Receiver<Cmd>, timers: Arc<Notify>) {
+    // The next timer of the rules and the time it was read at, taken with the state after
+    // each batch (a command decided on a caller's task that brings a timer forward rings
+    // `timers`, and they are read again).
+    let mut due = actor.lock().await.due();
     loop {
-        let (deadline, now) = {
-            let a = actor.lock().await;
-            (a.rules.next_deadline_ms(), a.rules.clock().now_ms())
-        };
-        let first = match deadline {
-            Some(at) => {
+        let first = match due {
+            (Some(at), now) => {
                 let wait = (at - now).max(0) as u64;
                 tokio::select! {
                     cmd = rx.recv() => cmd,
                     _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => Some(Cmd::Tick),
-                    _ = timers.notified() => continue,
+                    _ = timers.notified() => None,
                 }
             }
-            None => tokio::select! {
+            (None, _) => tokio::select! {
                 cmd = rx.recv() => cmd,
-                _ = timers.notified() => continue,
+                _ = timers.notified() => None,
             },
         };
-        let Some(first) = first else { break };
         let mut a = actor.lock().await;
+        let Some(first) = first else {
+            if rx.is_closed() && rx.is_empty() {
+                break;
+            }
+            due = a.due();
+            continue;
+        };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
@@ -374,6 +370,7 @@ async fn run(actor: Arc<Mutex<Actor>>, mut rx: mpsc::Receiver<Cmd>, timers: Arc<
             a.recover().await;
         }
         a.run_batch(batch).await;
+        due = a.due();
     }
 }
 
@@ -395,11 +392,9 @@ struct Actor {
     rules: Rules,
     writer: WriterHandle<Batch>,
     epoch: u64,
-    /// Where the actor publishes a unit it committed itself.
+    /// Where a command decided on its caller's task is published.
     hub: EventHub,
     unanswered: Arc<AtomicUsize>,
-    /// [`Handle::waiting`].
-    waiting: Arc<AtomicUsize>,
 }
 
 impl Actor {
@@ -444,25 +439,15 @@ impl Actor {
         for cmd in batch {
             finishers.push(Actor::apply(&mut self.rules, cmd, &rows, &mut events));
         }
-        // Alone: no caller waits but this batch's, and nothing is in flight to the writer.
-        let alone = finishers.len() <= MAX_BATCH_HERE
-            && self.waiting.load(Ordering::Acquire) <= finishers.len()
-            && self.unanswered.load(Ordering::Acquire) == 0;
         let ops = self.rules.take_ops();
         let unit = batch_unit(self.epoch, ops, events, finishers, &self.unanswered);
-        let unit = match alone.then(|| self.writer.hold_here()).flatten() {
-            Some(here) => {
-                if let Some(done) = here.commit(unit) {
-                    publish(&self.hub, done.payload);
-                }
-                None
-            }
-            None => Some(unit),
-        };
-        if let Some(unit) = unit {
-            self.writer.send(unit).await;
-        }
+        self.writer.send(unit).await;
         self.after_batch();
+    }
+
+    /// The rules' next timer, and the time now.
+    fn due(&self) -> (Option<i64>, i64) {
+        (self.rules.next_deadline_ms(), self.rules.clock().now_ms())
     }
 
     fn after_batch(&mut self) {
