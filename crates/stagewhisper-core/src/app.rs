@@ -3,13 +3,14 @@
 
 use crate::api::{ApiState, Assets, ControlApi};
 use crate::assistants::outbox::OutboxTiming;
+use crate::assistants::CallbackTarget;
 use crate::assistants::{AssistantContext, AssistantKind, Assistants, KindFactory};
 use crate::clock::{SharedClock, SystemClock};
 use crate::conversation::{Conversation, Settings};
 use crate::datadir::{DataDirLock, LockError};
 use crate::faults::Faults;
 use crate::http::{serve, AllowedHosts, Shutdown};
-use crate::links::{CallbackTarget, IncomingKind, LinkSettings};
+use crate::links::{IncomingKind, LinkSettings};
 use crate::listener::{AuthGuard, CallbackListener};
 use crate::store::{Durability, Store, StoreError};
 use crate::tokens::{Secret, TokenError, CALLBACK_TOKEN_FILE, UI_TOKEN_FILE};

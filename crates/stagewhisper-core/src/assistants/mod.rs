@@ -18,15 +18,18 @@
 
 mod held;
 pub mod outbox;
+pub mod prelude;
 pub mod providers;
+pub mod state;
+mod target;
 
 pub use held::HeldOutcome;
+pub use target::CallbackTarget;
 
+use crate::assistants::state::{AssistantState, PreludeRecord, PreludeState, StateFile};
 use crate::clock::{fmt_time, SharedClock};
 use crate::conversation::{Conversation, CoreError, Outcome};
 use crate::http::{Resp, Shutdown};
-use crate::links::state::{LinkState, PreludeRecord, PreludeState, StateFile};
-use crate::links::CallbackTarget;
 use crate::protocol::Callback;
 use crate::tokens::write_secret;
 use bytes::Bytes;
@@ -258,7 +261,7 @@ pub struct AssistantContext {
     pub(crate) retry_now: Notify,
     held: Mutex<held::HeldSet>,
     state_file: StateFile,
-    state: Mutex<LinkState>,
+    state: Mutex<AssistantState>,
 }
 
 impl AssistantContext {
@@ -354,7 +357,7 @@ impl AssistantContext {
 
     // ---- the outbox's persisted state (also holds the incoming kind's stream cursors) ----
 
-    pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut LinkState) -> (T, bool)) -> T {
+    pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut AssistantState) -> (T, bool)) -> T {
         let mut st = self.state.lock().expect("state lock");
         let (out, dirty) = f(&mut st);
         if dirty {
@@ -386,7 +389,7 @@ impl AssistantContext {
     fn ensure_record(
         &self,
         call_id: &str,
-        records: fn(&mut LinkState) -> &mut CallRecords,
+        records: fn(&mut AssistantState) -> &mut CallRecords,
     ) -> bool {
         let now = self.clock.now_ms();
         self.with_state(|st| {
@@ -410,7 +413,7 @@ impl AssistantContext {
         &self,
         call_id: &str,
         state: PreludeState,
-        records: fn(&mut LinkState) -> &mut CallRecords,
+        records: fn(&mut AssistantState) -> &mut CallRecords,
     ) {
         self.with_state(|st| match records(st).get_mut(call_id) {
             Some(p) if p.state != state => {

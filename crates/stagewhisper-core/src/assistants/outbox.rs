@@ -14,9 +14,9 @@
 //!   gives it a new task id.
 
 use super::{Assistants, Attempt, Outgoing};
+use crate::assistants::state::PreludeState;
 use crate::backoff::{Backoff, Retries};
 use crate::conversation::{CoreError, DeliveryState, DeliveryUpdate};
-use crate::links::state::PreludeState;
 use crate::model::{MessageKind, MessageRow};
 use crate::protocol::INSIGHTS_PREFIX;
 use serde_json::Value;

@@ -10,8 +10,8 @@ use super::kind::{ByoKind, CHAT_DEADLINE_MS, LIVE_DEADLINE_MS, SUMMARY_DEADLINE_
 use super::pairing;
 use super::schema;
 use crate::assistants::outbox::transcript_text;
+use crate::assistants::prelude::{render_prelude, DEFAULT_PRELUDE};
 use crate::assistants::{Attempt, KindError, Outgoing};
-use crate::links::config::{render_prelude, DEFAULT_PRELUDE};
 use crate::protocol::{Callback, Status};
 use serde_json::{json, Value};
 

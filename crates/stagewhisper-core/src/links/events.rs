@@ -6,8 +6,8 @@
 
 use super::client::{self, Call};
 use super::sse::{SseEvent, SseParser};
-use super::state::StreamRecord;
 use super::{Inner, Reader, StatusKind};
+use crate::assistants::state::StreamRecord;
 use crate::backoff::{Backoff, Retries};
 use crate::conversation::{Conversation, CoreError, Outcome};
 use crate::protocol::{self, ProtocolError};

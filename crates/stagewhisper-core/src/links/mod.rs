@@ -24,52 +24,23 @@ pub mod events;
 pub mod outbox;
 pub mod probe;
 pub mod sse;
-pub mod state;
 pub mod summary;
 
+use crate::assistants::prelude::DEFAULT_PRELUDE;
+use crate::assistants::state::AssistantState;
+use crate::assistants::CallbackTarget;
 use crate::assistants::{AssistantContext, AssistantKind, Attempt, BoxFuture, KindError, Outgoing};
 use crate::clock::fmt_time;
 use crate::conversation::Conversation;
 use crate::http::Shutdown;
-use crate::tokens::Secret;
-use config::{ConfigError, LinkConfig, Mode, StoredConfig, DEFAULT_PRELUDE};
+use config::{ConfigError, LinkConfig, Mode, StoredConfig};
 use serde::Serialize;
 use serde_json::{json, Value};
-use state::LinkState;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::Notify;
-
-/// Where the assistant posts replies: this app's callback origin (a tunnel may change it, so it
-/// is read at send time) and the callback token (rotatable).
-pub struct CallbackTarget {
-    url: RwLock<String>,
-    token: Arc<Secret>,
-}
-
-impl CallbackTarget {
-    pub fn new(url: String, token: Arc<Secret>) -> Self {
-        CallbackTarget {
-            url: RwLock::new(url),
-            token,
-        }
-    }
-
-    pub fn url(&self) -> String {
-        self.url.read().expect("url lock").clone()
-    }
-
-    /// E.g. a tunnel came up: later sends carry the new origin.
-    pub fn set_url(&self, url: String) {
-        *self.url.write().expect("url lock") = url;
-    }
-
-    pub fn token(&self) -> String {
-        self.token.get()
-    }
-}
 
 /// Timing of the link (tests shorten it).
 #[derive(Debug, Clone, Copy)]
@@ -632,7 +603,7 @@ impl Inner {
 
     // ---- persisted state (the `/v1/events` cursors live in the outbox's state file) ----
 
-    pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut LinkState) -> (T, bool)) -> T {
+    pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut AssistantState) -> (T, bool)) -> T {
         self.ctx.with_state(f)
     }
 

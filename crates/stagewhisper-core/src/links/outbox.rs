@@ -7,9 +7,10 @@
 //!   `GET /v1/events` (mode `auto`, when offered) and resends under the same task id.
 
 use super::client::{self, Call, ClientError, Response};
-use super::config::{render_prelude, LinkConfig, Mode};
+use super::config::{LinkConfig, Mode};
 use super::{Inner, StatusKind};
 use crate::assistants::outbox::transcript_text;
+use crate::assistants::prelude::render_prelude;
 use crate::assistants::{Attempt, Outgoing};
 use crate::clock::fmt_time;
 use hyper::{Method, StatusCode};

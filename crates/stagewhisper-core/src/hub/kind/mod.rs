@@ -21,9 +21,9 @@
 //!   newest hub timestamp is kept (`clawborrator.state.json`) as the next start's replay cutoff.
 
 use super::client::{HubClient, HubHandle, HubSettings, HubStatus, HubTiming, Token};
+use crate::assistants::prelude::{render_prelude, DEFAULT_PRELUDE};
 use crate::assistants::{AssistantContext, AssistantKind, Attempt, BoxFuture, KindError, Outgoing};
 use crate::http::Shutdown;
-use crate::links::config::{render_prelude, DEFAULT_PRELUDE};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};

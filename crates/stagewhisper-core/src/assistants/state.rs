@@ -1,6 +1,7 @@
-//! What the link itself must remember across restarts (the conversation keeps the outgoing
-//! messages and transcript turns): each call's `system_prelude` with its task id, and the
-//! `Last-Event-ID` of every `/v1/events` stream it reads. A small JSON file, written atomically.
+//! What the assistant link must remember across restarts beside the conversation (which keeps
+//! the outgoing messages and transcript turns): each call's `system_prelude` with its task id
+//! (the outbox's, for every kind), and the `Last-Event-ID` of every `/v1/events` stream the
+//! incoming kind reads. A small JSON file, written atomically.
 
 use crate::tokens::write_secret;
 use serde::{Deserialize, Serialize};
@@ -36,7 +37,7 @@ pub struct StreamRecord {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct LinkState {
+pub struct AssistantState {
     /// By call (chat) session id.
     #[serde(default)]
     pub preludes: BTreeMap<String, PreludeRecord>,
@@ -61,17 +62,17 @@ impl StateFile {
     }
 
     /// Loads the state; a missing or unreadable file is an empty state (logged).
-    pub fn load(&self) -> LinkState {
+    pub fn load(&self) -> AssistantState {
         match std::fs::read_to_string(&self.path) {
             Ok(s) => serde_json::from_str(&s).unwrap_or_else(|e| {
                 tracing::warn!(path = %self.path.display(), error = %e, "assistant link state unreadable; starting empty");
-                LinkState::default()
+                AssistantState::default()
             }),
-            Err(_) => LinkState::default(),
+            Err(_) => AssistantState::default(),
         }
     }
 
-    pub fn save(&self, state: &LinkState) {
+    pub fn save(&self, state: &AssistantState) {
         let json = serde_json::to_string(state).expect("serializable");
         if let Err(e) = write_secret(&self.path, &json) {
             tracing::error!(error = %e, "cannot save the assistant link state");
@@ -79,7 +80,7 @@ impl StateFile {
     }
 }
 
-impl LinkState {
+impl AssistantState {
     /// Drops what can no longer matter: preludes older than a week that are settled, streams idle
     /// for a day.
     pub fn prune(&mut self, now_ms: i64) {
@@ -102,8 +103,8 @@ mod tests {
     fn round_trips_and_prunes() {
         let dir = tempfile::tempdir().unwrap();
         let f = StateFile::new(dir.path());
-        assert_eq!(f.load(), LinkState::default());
-        let mut s = LinkState::default();
+        assert_eq!(f.load(), AssistantState::default());
+        let mut s = AssistantState::default();
         s.preludes.insert(
             "c1".into(),
             PreludeRecord {
@@ -127,6 +128,6 @@ mod tests {
         assert_eq!(s.preludes.keys().collect::<Vec<_>>(), ["c2"]);
         assert!(s.streams.is_empty());
         std::fs::write(dir.path().join(STATE_FILE), "{not json").unwrap();
-        assert_eq!(f.load(), LinkState::default());
+        assert_eq!(f.load(), AssistantState::default());
     }
 }
