@@ -838,14 +838,24 @@ mod tests {
         events.iter().map(|e| e.0).collect()
     }
 
-    #[tokio::test]
-    async fn an_idle_writer_lets_the_caller_commit_and_a_busy_one_does_not() {
+    type Done = mpsc::UnboundedReceiver<Vec<Unit<Told>>>;
+
+    /// A store in a new directory and its writer thread.
+    async fn writer(
+        durability: Durability,
+    ) -> (tempfile::TempDir, Store, WriterHandle<Told>, Done) {
         let dir = tempfile::tempdir().unwrap();
-        let (store, conn) = Store::open(&dir.path().join("t.db"), Durability::Crash)
+        let (store, conn) = Store::open(&dir.path().join("t.db"), durability)
             .await
             .unwrap();
-        let (done_tx, mut done) = mpsc::unbounded_channel();
+        let (done_tx, done) = mpsc::unbounded_channel();
         let writer = spawn::<Told>(store.clone(), conn, done_tx).unwrap();
+        (dir, store, writer, done)
+    }
+
+    #[tokio::test]
+    async fn an_idle_writer_lets_the_caller_commit_and_a_busy_one_does_not() {
+        let (_dir, store, writer, mut done) = writer(Durability::Crash).await;
         // The thread takes its handle first (`None` until then: the caller sends).
         let deadline = Instant::now() + Duration::from_secs(10);
         while hold(&writer.shared).is_none() {
@@ -886,12 +896,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_fsync_in_every_commit_stays_on_the_writer_thread() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, conn) = Store::open(&dir.path().join("t.db"), Durability::PowerLoss)
-            .await
-            .unwrap();
-        let (done_tx, mut done) = mpsc::unbounded_channel();
-        let writer = spawn::<Told>(store.clone(), conn, done_tx).unwrap();
+        let (_dir, store, writer, mut done) = writer(Durability::PowerLoss).await;
         assert!(writer.hold_here().is_none(), "not on the caller's thread");
         let (u, _) = unit(1, 1);
         writer.send(u).await;
