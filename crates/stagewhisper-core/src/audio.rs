@@ -15,7 +15,7 @@
 //! - the names of the live-only events the pipeline publishes on the event hub
 //!   ([`crate::events::EventHub::publish_live`]): partial transcripts, levels, its status.
 
-use crate::api::common::MAX_USER_TEXT;
+use crate::answers::MAX_USER_TEXT;
 use crate::assistants::{Assistants, BoxFuture};
 use crate::clock::SharedClock;
 use crate::conversation::{Conversation, CoreError};
@@ -328,12 +328,12 @@ impl AudioSettings {
 pub struct AudioUpdate {
     /// The microphone ("You"): a source `name`, `"default"` (the server's default source), or
     /// `null` (off).
-    #[serde(default, deserialize_with = "crate::api::common::double_option")]
+    #[serde(default, deserialize_with = "crate::answers::double_option")]
     #[schema(value_type = Option<String>)]
     pub mic: Option<Option<String>>,
     /// The call's audio ("Them"): a monitor source `name`, `"default"` (the monitor of the
     /// server's default output), or `null` (off).
-    #[serde(default, deserialize_with = "crate::api::common::double_option")]
+    #[serde(default, deserialize_with = "crate::answers::double_option")]
     #[schema(value_type = Option<String>)]
     pub system: Option<Option<String>>,
     /// `{"kind": "builtin"}` or `{"kind": "openai", "base_url", "model", "api_key"?}`.
@@ -357,7 +357,7 @@ pub enum EngineUpdate {
         model: String,
         /// Sent as `Authorization: Bearer`; absent keeps the saved key (same `base_url`),
         /// `null` or `""` removes it. Never answered back.
-        #[serde(default, deserialize_with = "crate::api::common::double_option")]
+        #[serde(default, deserialize_with = "crate::answers::double_option")]
         #[schema(value_type = Option<String>)]
         api_key: Option<Option<String>>,
     },
@@ -760,7 +760,7 @@ mod tests {
     use serde_json::json;
 
     fn update(v: serde_json::Value) -> Result<AudioUpdate, AudioError> {
-        let u: AudioUpdate = crate::api::common::from_value(v).map_err(|e| AudioError {
+        let u: AudioUpdate = crate::answers::from_value(v).map_err(|e| AudioError {
             status: 400,
             code: e.code,
             message: e.message,

@@ -17,6 +17,7 @@
 //! - [`tokens`]: secrets; [`backoff`]: when every retrying part tries again; [`faults`]: test-only
 //!   fault injection; [`app`]: wiring it all together.
 
+pub mod answers;
 pub mod api;
 pub mod app;
 pub mod archive;

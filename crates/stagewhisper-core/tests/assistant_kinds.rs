@@ -2,13 +2,17 @@
 //! through the trait with no change to the conversation rules — switched to over the control
 //! API, fed by the generic outbox (a failed first attempt retried under the same task id), its
 //! reply submitted through the context like a callback. It also serves a route on the callback
-//! listener, which gets the listener's Host check and body limit, and 404 while inactive.
+//! listener, which gets the listener's Host check and body limit, and 404 while inactive; and
+//! routes of its own on the control API (with the control API's guard, body rules and error
+//! codes, and in its OpenAPI document), with no change to `api/`.
 
 use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
+use stagewhisper_core::answers::{ApiResult, ErrorDoc, JsonBody, Reply};
 use stagewhisper_core::assistants::{
-    AssistantContext, AssistantKind, Attempt, BoxFuture, CallbackRoutes, KindError, Outgoing,
+    AssistantContext, AssistantKind, Attempt, BoxFuture, CallbackRoutes, KindError, KindRoutes,
+    Outgoing,
 };
 use stagewhisper_core::http::{self as swhttp, Resp};
 use stagewhisper_core::links::LinkSettings;
@@ -30,6 +34,8 @@ struct Toy {
     ctx: Arc<AssistantContext>,
     settings: Mutex<Option<Value>>,
     seen: Seen,
+    /// Names given through the toy's own control route.
+    renames: Arc<Mutex<Vec<String>>>,
     /// Attempts to refuse (retry after) before accepting, per task id.
     refuse_first: usize,
 }
@@ -135,6 +141,48 @@ impl AssistantKind for Toy {
     fn callback_routes(&self) -> Option<Arc<dyn CallbackRoutes>> {
         Some(Arc::new(ToyRoutes))
     }
+
+    fn control_routes(&self) -> Option<KindRoutes> {
+        Some(
+            utoipa_axum::router::OpenApiRouter::new()
+                .routes(utoipa_axum::routes!(toy_rename))
+                .with_state(ToyApi {
+                    ctx: self.ctx.clone(),
+                    renames: self.renames.clone(),
+                }),
+        )
+    }
+}
+
+/// What the toy's control route reaches (its router's own state).
+#[derive(Clone)]
+struct ToyApi {
+    ctx: Arc<AssistantContext>,
+    renames: Arc<Mutex<Vec<String>>>,
+}
+
+/// `POST /api/assistant/toy/rename` `{name}`.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+struct ToyRename {
+    /// The toy's new name.
+    name: String,
+}
+
+/// Renames the toy (a toy kind's own control route, declared in this test only).
+#[utoipa::path(post, path = "/api/assistant/toy/rename", tag = "assistant",
+    request_body = ToyRename,
+    responses((status = 200, body = Object), (status = 400, body = ErrorDoc)))]
+async fn toy_rename(
+    axum::extract::State(toy): axum::extract::State<ToyApi>,
+    JsonBody(b): JsonBody<ToyRename>,
+) -> ApiResult {
+    if b.name.trim().is_empty() {
+        return Err(KindError::bad("toy_nameless", "a toy needs a name").into());
+    }
+    toy.renames.lock().unwrap().push(b.name.clone());
+    toy.ctx
+        .save_settings("toy", &json!({"name": b.name, "secret": TOY_KEY}))?;
+    Ok(Reply::ok(json!({"renamed": b.name})))
 }
 
 struct ToyRoutes;
@@ -182,6 +230,7 @@ async fn start_app(dir: &Path, seen: Seen, refuse_first: usize) -> App {
                 ctx,
                 settings: Mutex::new(saved),
                 seen,
+                renames: Arc::default(),
                 refuse_first,
             }) as Arc<dyn AssistantKind>
         }));
@@ -221,7 +270,13 @@ fn tmp() -> tempfile::TempDir {
 
 /// One raw HTTP/1.1 exchange with the callback listener (to control the Host header).
 async fn raw(app: &App, host: &str, head: &str, body: &[u8]) -> (u16, Value) {
-    let addr = app.callback_url.trim_start_matches("http://").to_string();
+    raw_to(&app.callback_url, host, head, body).await
+}
+
+/// One raw HTTP/1.1 exchange with the listener at `url`.
+async fn raw_to(url: &str, host: &str, head: &str, body: &[u8]) -> (u16, Value) {
+    let addr = url.trim_start_matches("http://");
+    let addr = addr.split('/').next().unwrap_or(addr).to_string();
     let s = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let (mut rd, mut wr) = s.into_split();
     let mut req = format!("{head}\r\nHost: {host}\r\nConnection: close\r\n\r\n").into_bytes();
@@ -538,4 +593,79 @@ async fn a_kinds_routes_get_the_listeners_host_check_and_limits_and_404_while_in
     let (s, _) = raw(&app, &host, &head, b"hi").await;
     assert_eq!(s, 404);
     app.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_adds_its_own_control_routes_in_the_tests_alone() {
+    let dir = tmp();
+    let app = start_app(dir.path(), Arc::default(), 0).await;
+    let rename = "/api/assistant/toy/rename";
+
+    // Served whether the kind is active or not (like the built-in kinds' own routes), with the
+    // control API's body rules and codes, and the kind's own refusals as answers.
+    let (s, v) = api(&app, Method::POST, rename, json!({"name": "Tim"})).await;
+    assert_eq!((s, v.clone()), (StatusCode::OK, json!({"renamed": "Tim"})));
+    let (s, v) = api(&app, Method::POST, rename, json!({})).await;
+    assert_eq!(
+        (s, v["error"].clone()),
+        (StatusCode::BAD_REQUEST, json!("missing_field")),
+        "{v}"
+    );
+    let (s, v) = api(&app, Method::POST, rename, json!({"name": 7})).await;
+    assert_eq!(
+        (s, v["error"].clone()),
+        (StatusCode::BAD_REQUEST, json!("invalid_field")),
+        "{v}"
+    );
+    let (s, v) = api(&app, Method::POST, rename, json!({"name": " "})).await;
+    assert_eq!(
+        (s, v["error"].clone()),
+        (StatusCode::BAD_REQUEST, json!("toy_nameless")),
+        "{v}"
+    );
+    let (s, v) = api(&app, Method::GET, rename, Value::Null).await;
+    assert_eq!(
+        (s, v["error"].clone()),
+        (StatusCode::METHOD_NOT_ALLOWED, json!("method_not_allowed")),
+        "{v}"
+    );
+
+    // Over HTTP the control API's guard comes first: no UI token, no route.
+    let host = app.ui_url.trim_start_matches("http://");
+    let host = host.split('/').next().unwrap_or(host).to_string();
+    let body = br#"{"name":"Eve"}"#;
+    let head = format!("POST {rename} HTTP/1.1\r\nContent-Length: {}", body.len());
+    let (s, v) = raw_to(&app.ui_url, &host, &head, body).await;
+    assert_eq!((s, v["error"].clone()), (401, json!("unauthorized")), "{v}");
+    let authed = format!("{head}\r\nAuthorization: Bearer {}", app.ui_token.get());
+    let (s, v) = raw_to(&app.ui_url, "evil.example:80", &authed, body).await;
+    assert_eq!((s, v["error"].clone()), (403, json!("bad_host")), "{v}");
+    let (s, v) = raw_to(&app.ui_url, &host, &authed, body).await;
+    assert_eq!((s, v), (200, json!({"renamed": "Eve"})));
+
+    // Its settings: the route saved them through the kind's context, and switching to the kind
+    // reads them like any other kind's.
+    let (s, v) = api(
+        &app,
+        Method::PUT,
+        "/api/assistant",
+        json!({"kind": "toy", "name": "Eve"}),
+    )
+    .await;
+    assert_eq!(
+        (s, v["kind"].clone(), v["toy_name"].clone()),
+        (StatusCode::OK, json!("toy"), json!("Eve")),
+        "{v}"
+    );
+
+    // And it is in the OpenAPI document, beside the built-in kinds' routes.
+    let doc: Value = serde_json::from_slice(app.api.openapi_json()).unwrap();
+    let op = &doc["paths"][rename]["post"];
+    assert_eq!(
+        op["summary"],
+        "Renames the toy (a toy kind's own control route, declared in this test only).",
+        "{op}"
+    );
+    assert!(doc["paths"]["/api/assistant/pairing"]["post"].is_object());
+    assert!(doc["paths"]["/api/assistant/clawborrator/sessions"]["post"].is_object());
 }

@@ -2,8 +2,8 @@
 //! of the messages list (the list route itself is in `routes.rs`; it calls [`messages_page`]
 //! when paging parameters are given). The logic is in [`crate::archive`].
 
-use super::common::{ApiError, ApiResult, ErrorDoc, Param, Reply};
 use super::ApiState;
+use crate::answers::{ApiError, ApiResult, ErrorDoc, Param, Reply};
 use crate::archive::export::{self, Format};
 use crate::archive::{self, ArchiveError, MessagePage, SearchResults};
 use axum::extract::State;

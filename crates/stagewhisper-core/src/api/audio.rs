@@ -10,8 +10,8 @@
 //! | `POST /api/audio/test` `{channel?, seconds?}` | `200 {channel, source, seconds, peak, text}` |
 //! | `POST /api/audio/meters` `{seconds?}` | `200 {"ok": true}`: levels for a while without listening |
 
-use super::common::{ApiError, ApiResult, ErrorDoc, JsonBody, OkDoc, Param, Reply};
 use super::ApiState;
+use crate::answers::{ApiError, ApiResult, ErrorDoc, JsonBody, OkDoc, Param, Reply};
 use crate::audio::{
     AudioError, AudioTest, AudioTestResult, AudioUpdate, AudioView, Ears, SourceView,
 };

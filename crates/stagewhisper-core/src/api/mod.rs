@@ -9,30 +9,31 @@
 //!   in-process by the shell carries the [`InProcess`] marker instead, which no HTTP request can;
 //! - both: the body limits (256 KiB, 10 s), read once so every route sees the same rules.
 //!
-//! The areas: [`routes`] (sessions, messages, settings, events), [`crate::links::api`] (the
-//! assistant link, transcript, retry, test faults), [`crate::tunnel::api`] (the tunnel). Each
-//! returns a router merged here; they share only the leaf module [`common`] (answers, errors,
+//! The areas: [`routes`] (sessions, messages, settings, events), `assistant` (the routes every
+//! assistant kind shares), `calls` (transcript, summarise, retry, test faults), the others by
+//! name, and [`crate::tunnel::api`] (the tunnel); each returns a router merged here. An assistant
+//! kind's own routes come from the kind ([`crate::assistants::AssistantKind::control_routes`]),
+//! so this module names no kind. All of them answer with [`crate::answers`] (answers, errors,
 //! the body extractor). The OpenAPI document is generated from the same route table and types
 //! and served at `GET /api/openapi.json`.
 
 pub(crate) mod archive;
+mod assistant;
 mod audio;
-mod byo;
-pub mod common;
-mod hub_sessions;
+mod calls;
 mod permissions;
 mod routes;
 mod stop;
+mod summary;
 mod web;
 
-pub use common::{ApiError, MAX_API_BODY, MAX_USER_TEXT};
+pub use crate::answers::{ApiError, MAX_API_BODY, MAX_USER_TEXT};
 pub use web::{find_ui_dir, Assets, DirAssets};
 
 use crate::assistants::Assistants;
 use crate::conversation::Conversation;
 use crate::faults::Faults;
 use crate::http::{self, AllowedHosts, Shutdown};
-use crate::links::api::LinkApi;
 use crate::tokens::{bearer, Secret};
 use crate::tunnel::TunnelManager;
 use axum::body::Body;
@@ -42,7 +43,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use bytes::Bytes;
-use common::InProcess;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::Value;
@@ -53,6 +53,12 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
+
+/// Marks a request made in-process by the desktop shell (the window's IPC), never by the
+/// network: an HTTP request cannot carry it (extensions are not on the wire). Only
+/// [`ControlApi::call`] sets it; it stands in for the HTTP-only checks (Host, UI token).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InProcess;
 
 /// The schema's route (no UI token: it holds no secret; the `Host` check applies).
 pub const OPENAPI_PATH: &str = "/api/openapi.json";
@@ -68,7 +74,8 @@ pub struct ApiState {
     pub data_dir: PathBuf,
     pub assets: Option<Arc<dyn Assets>>,
     pub shutdown: Shutdown,
-    /// The assistants (their routes live in [`crate::links::api`]).
+    /// The assistants (the routes every kind shares live in `api::assistant`; a kind's own
+    /// come from the kind).
     pub link: Assistants,
     /// Test-only fault injection (`/api/test/faults`, 404 unless enabled).
     pub faults: Arc<Faults>,
@@ -76,16 +83,6 @@ pub struct ApiState {
     pub tunnel: TunnelManager,
     /// The audio pipeline (its routes live in `api::audio`); `None`: the app cannot hear.
     pub ears: Option<Arc<dyn crate::audio::Ears>>,
-}
-
-impl FromRef<Arc<ApiState>> for LinkApi {
-    fn from_ref(s: &Arc<ApiState>) -> LinkApi {
-        LinkApi {
-            link: s.link.clone(),
-            conversation: s.conversation.clone(),
-            faults: s.faults.clone(),
-        }
-    }
 }
 
 impl FromRef<Arc<ApiState>> for TunnelManager {
@@ -186,11 +183,11 @@ impl utoipa::Modify for CommonAnswers {
 fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(routes::routes())
-        .merge(crate::links::api::routes())
+        .merge(assistant::routes())
+        .merge(calls::routes())
         .merge(crate::tunnel::api::routes())
         .merge(permissions::routes())
-        .merge(hub_sessions::routes())
-        .merge(byo::routes())
+        .merge(state.link.control_routes().with_state(()))
         .merge(stop::routes())
         .merge(archive::routes())
         .merge(audio::routes())
@@ -203,7 +200,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
             OPENAPI_PATH,
             axum::routing::get(move || {
                 let schema = schema.clone();
-                async move { common::Reply(StatusCode::OK, schema) }
+                async move { crate::answers::Reply(StatusCode::OK, schema) }
             }),
         )
         .fallback(fallback)

@@ -5,8 +5,8 @@
 //! ([`crate::assistants::AssistantKind::decide_permission`]); the card is then settled in place
 //! (a `message_updated` event) and answered as `200 {message}`.
 
-use super::common::{ApiError, ApiResult, ErrorDoc, JsonBody, Param, Reply};
 use super::ApiState;
+use crate::answers::{ApiError, ApiResult, ErrorDoc, JsonBody, Param, Reply};
 use crate::conversation::Settled;
 use crate::model::MessageView;
 use crate::protocol::MAX_ID_LEN;

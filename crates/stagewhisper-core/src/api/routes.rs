@@ -1,9 +1,7 @@
 //! The conversation's routes: calls, sessions, messages, insights, typing, settings.
 
-use super::common::{
-    ApiError, ApiResult, ErrorDoc, InProcess, JsonBody, OkDoc, Param, Reply, MAX_USER_TEXT,
-};
-use super::ApiState;
+use super::{ApiState, InProcess};
+use crate::answers::{ApiError, ApiResult, ErrorDoc, JsonBody, OkDoc, Param, Reply, MAX_USER_TEXT};
 use crate::conversation::CoreError;
 use crate::model::{InsightView, MessageView, SessionView, TypingView};
 use axum::extract::{Request, State};
@@ -51,7 +49,7 @@ pub struct NewSession {
 pub struct SessionPatch {
     /// The new title (`null` or blank: untitled; at most 200 characters). Required: a patch
     /// without it would change nothing.
-    #[serde(default, deserialize_with = "super::common::double_option")]
+    #[serde(default, deserialize_with = "crate::answers::double_option")]
     #[schema(value_type = Option<String>, required = true)]
     pub title: Option<Option<String>>,
 }

@@ -3,8 +3,8 @@
 //! assistant produced so far stays in the chat, marked as stopped, through the kind's usual
 //! replies. Kinds that cannot stop a reply answer `409 not_supported`.
 
-use super::common::{ApiError, ApiResult, ErrorDoc, OkDoc, Param, Reply};
 use super::ApiState;
+use crate::answers::{ApiError, ApiResult, ErrorDoc, OkDoc, Param, Reply};
 use crate::conversation::CoreError;
 use axum::extract::State;
 use serde_json::json;

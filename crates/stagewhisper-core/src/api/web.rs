@@ -5,7 +5,7 @@
 //! `no-cache` with an `ETag`, answered `304` when unchanged. Text files are sent gzipped to a
 //! client that accepts it, compressed once per content and kept in memory.
 
-use super::common::ApiError;
+use crate::answers::ApiError;
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};

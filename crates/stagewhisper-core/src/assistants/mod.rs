@@ -26,12 +26,14 @@ mod target;
 pub use held::HeldOutcome;
 pub use target::CallbackTarget;
 
+use crate::answers::ApiError;
 use crate::assistants::state::{AssistantState, PreludeRecord, PreludeState, StateFile};
 use crate::clock::{fmt_time, SharedClock};
 use crate::conversation::{Conversation, CoreError, Outcome};
 use crate::http::{Resp, Shutdown};
 use crate::protocol::Callback;
 use crate::tokens::write_secret;
+use axum::http::StatusCode;
 use bytes::Bytes;
 use serde_json::{json, Value};
 use std::future::Future;
@@ -144,6 +146,15 @@ pub struct KindError {
     pub message: String,
 }
 
+/// A kind's refusal as a control API answer: its own status (a kind only builds valid ones),
+/// code and sentence.
+impl From<KindError> for ApiError {
+    fn from(e: KindError) -> Self {
+        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        ApiError::new(status, e.code, e.message)
+    }
+}
+
 impl KindError {
     pub fn bad(code: &'static str, message: impl Into<String>) -> KindError {
         KindError {
@@ -213,9 +224,12 @@ pub trait AssistantKind: Send + Sync + 'static {
         None
     }
 
-    /// The concrete kind, for its own control routes (e.g. `POST /api/assistant/pairing` of
-    /// the `byo` kind). Kinds without such routes keep the default.
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
+    /// The kind's own control API routes (e.g. `POST /api/assistant/pairing` of the `byo`
+    /// kind), merged into the one route table at start whether the kind is active or not: they
+    /// get the same guard (Host, Origin, UI token, body limits) and appear in the OpenAPI
+    /// document. The router carries its own state (a clone of the kind's handle); handlers
+    /// answer with [`crate::answers`]. Kinds without such routes keep the default.
+    fn control_routes(&self) -> Option<KindRoutes> {
         None
     }
 
@@ -236,6 +250,10 @@ pub trait AssistantKind: Send + Sync + 'static {
         })
     }
 }
+
+/// A kind's own control API routes, their state already given (see
+/// [`AssistantKind::control_routes`]).
+pub type KindRoutes = utoipa_axum::router::OpenApiRouter;
 
 /// Routes a kind serves on the callback listener. The listener applies its Host check and
 /// its body size and time limits first; authentication is the kind's own (the callback bearer
@@ -544,6 +562,16 @@ impl Assistants {
 
     pub(crate) fn all_kinds(&self) -> &[Arc<dyn AssistantKind>] {
         &self.inner.kinds
+    }
+
+    /// Every registered kind's own control routes, merged (see
+    /// [`AssistantKind::control_routes`]).
+    pub fn control_routes(&self) -> KindRoutes {
+        self.inner
+            .kinds
+            .iter()
+            .filter_map(|k| k.control_routes())
+            .fold(KindRoutes::new(), |all, routes| all.merge(routes))
     }
 
     pub(crate) fn timing(&self) -> outbox::OutboxTiming {

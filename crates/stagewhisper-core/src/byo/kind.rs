@@ -23,7 +23,8 @@ use super::pairing::{self, Code, Integration};
 use super::replay::ReplayGuard;
 use super::schema;
 use crate::assistants::{
-    AssistantContext, AssistantKind, Attempt, BoxFuture, CallbackRoutes, KindError, Outgoing,
+    AssistantContext, AssistantKind, Attempt, BoxFuture, CallbackRoutes, KindError, KindRoutes,
+    Outgoing,
 };
 use crate::clock::fmt_time;
 use crate::listener::AuthGuard;
@@ -791,7 +792,7 @@ impl AssistantKind for ByoKind {
         Some(Arc::new(super::relay::Relay::new(self.clone())))
     }
 
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
+    fn control_routes(&self) -> Option<KindRoutes> {
+        Some(super::routes::routes(self.clone()))
     }
 }

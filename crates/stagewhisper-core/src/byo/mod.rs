@@ -6,7 +6,7 @@
 //! - [`kind`]: the assistant kind `byo` (pairing, status, the stream, jobs, deadlines);
 //!   [`mapping`]: deliveries → jobs, answered jobs → the conversation.
 //! - [`relay`]: its routes on the callback listener (`/api/v1/assistant-relay/`,
-//!   `/api/v1/openclaw/`).
+//!   `/api/v1/openclaw/`); [`routes`]: its control API routes (pairing, refresh, test).
 //! - [`jobs`]: the jobs table; [`pairing`]: codes and the paired integration at rest;
 //!   [`schema`]: the jobs' payloads and response schemas.
 
@@ -18,4 +18,5 @@ pub mod kind;
 pub mod mapping;
 pub mod pairing;
 pub mod relay;
+pub mod routes;
 pub mod schema;

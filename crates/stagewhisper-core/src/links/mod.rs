@@ -14,17 +14,13 @@
 //!   `Last-Event-ID`) and feeds each body to the same path as the callback listener
 //!   ([`crate::protocol::parse_callback`] then [`Conversation::submit`]), so dedupe makes
 //!   switching modes harmless.
-//! - [`api`]: the control API routes (`/api/assistant`, `/api/providers`, transcript input,
-//!   summarise, retry).
 
-pub mod api;
 pub mod client;
 pub mod config;
 pub mod events;
 pub mod outbox;
 pub mod probe;
 pub mod sse;
-pub mod summary;
 
 use crate::assistants::prelude::DEFAULT_PRELUDE;
 use crate::assistants::state::AssistantState;

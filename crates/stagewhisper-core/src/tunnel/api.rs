@@ -15,7 +15,7 @@
 //! sentence), `500 settings_write_failed`.
 
 use super::{TunnelManager, TunnelRequest};
-use crate::api::common::{from_value, ApiError, ApiResult, ErrorDoc, JsonBody, Reply};
+use crate::answers::{from_value, ApiError, ApiResult, ErrorDoc, JsonBody, Reply};
 use axum::extract::{FromRef, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};

@@ -22,7 +22,9 @@
 
 use super::client::{HubClient, HubHandle, HubSettings, HubStatus, HubTiming, Token};
 use crate::assistants::prelude::{render_prelude, DEFAULT_PRELUDE};
-use crate::assistants::{AssistantContext, AssistantKind, Attempt, BoxFuture, KindError, Outgoing};
+use crate::assistants::{
+    AssistantContext, AssistantKind, Attempt, BoxFuture, KindError, KindRoutes, Outgoing,
+};
 use crate::http::Shutdown;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -30,6 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 mod events;
+mod routes;
 use events::run_events;
 
 /// The kind id.
@@ -555,6 +558,10 @@ impl AssistantKind for ClawborratorKind {
     fn set_active(&self, active: bool) {
         self.active.store(active, Ordering::SeqCst);
         self.restart_links();
+    }
+
+    fn control_routes(&self) -> Option<KindRoutes> {
+        Some(routes::routes(self.shared.ctx.clone()))
     }
 
     fn decide_permission(

@@ -1,10 +1,11 @@
-//! `POST /api/assistant/clawborrator/sessions`: the Claude Code sessions a clawborrator hub
-//! lists for the token (`GET /api/v1/sessions` on the hub), for the settings' session picker.
+//! The `clawborrator` kind's control route, `POST /api/assistant/clawborrator/sessions`: the
+//! Claude Code sessions a clawborrator hub lists for the token (`GET /api/v1/sessions` on the
+//! hub), for the settings' session picker.
 //! The body names the hub and token being entered; absent fields use the saved settings (the
 //! token is sent in the body, never in a URL, and never answered back).
 
-use super::common::{ApiError, ApiResult, ErrorDoc, JsonBody, Reply};
-use super::ApiState;
+use crate::answers::{ApiError, ApiResult, ErrorDoc, JsonBody, Reply};
+use crate::assistants::{AssistantContext, KindRoutes};
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -12,8 +13,11 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub fn routes() -> OpenApiRouter<Arc<ApiState>> {
-    OpenApiRouter::new().routes(routes!(hub_sessions))
+/// The route, over the kind's context (it reads the saved settings).
+pub fn routes(ctx: Arc<AssistantContext>) -> KindRoutes {
+    OpenApiRouter::new()
+        .routes(routes!(hub_sessions))
+        .with_state(ctx)
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -47,10 +51,10 @@ pub struct HubSessionsDoc {
         (status = 400, body = ErrorDoc, description = "`invalid_url`, `insecure_url`, `invalid_token`, `missing_field`"),
         (status = 502, body = ErrorDoc, description = "the hub refused (`auth_failed`) or could not be reached")))]
 async fn hub_sessions(
-    State(api): State<Arc<ApiState>>,
+    State(ctx): State<Arc<AssistantContext>>,
     JsonBody(b): JsonBody<serde_json::Value>,
 ) -> ApiResult {
-    crate::hub::kind::list_sessions(api.link.context(), &b)
+    super::list_sessions(&ctx, &b)
         .await
         .map(Reply::ok)
         .map_err(ApiError::from)

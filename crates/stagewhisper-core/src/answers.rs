@@ -1,9 +1,10 @@
-//! What every control API route shares: the error answer (`{"ok":false,"error","message"}` with
-//! a stable code), the JSON answer, and the body extractor that turns every rejection (bad JSON,
-//! a missing or mistyped field) into those codes instead of axum's plain-text rejections.
+//! What every control API route answers and reads, wherever its handler lives (the route table
+//! in [`crate::api`], the tunnel's routes, an assistant kind's own routes): the error answer
+//! (`{"ok":false,"error","message"}` with a stable code), the JSON answer, and the body
+//! extractor that turns every rejection (bad JSON, a missing or mistyped field) into those codes
+//! instead of axum's plain-text rejections.
 //!
-//! A leaf module: the area routers (`api::routes`, `links::api`, `tunnel::api`) import it, it
-//! imports none of them.
+//! It sits below every room that serves routes and imports none of them.
 
 use crate::conversation::CoreError;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -22,27 +23,12 @@ pub const MAX_API_BODY: usize = 256 * 1024;
 /// Largest user message.
 pub const MAX_USER_TEXT: usize = 16_000;
 
-/// Marks a request made in-process by the desktop shell (the window's IPC), never by the
-/// network: an HTTP request cannot carry it (extensions are not on the wire). Only
-/// [`super::ControlApi::call`] sets it; it stands in for the HTTP-only checks (Host, UI token).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct InProcess;
-
 /// An error answer: the status and `{"ok":false,"error":code,"message":text}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
-}
-
-/// A kind's refusal as an answer: its own status (a kind only builds valid ones), code and
-/// sentence.
-impl From<crate::assistants::KindError> for ApiError {
-    fn from(e: crate::assistants::KindError) -> Self {
-        let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        ApiError::new(status, e.code, e.message)
-    }
 }
 
 impl ApiError {

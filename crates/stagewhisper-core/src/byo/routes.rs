@@ -2,44 +2,26 @@
 //! the commands to run on the assistant's computer), `POST /api/assistant/byo/probe` (the
 //! capability probe again: "Refresh") and `POST /api/assistant/byo/test` (the connection test).
 
-use super::common::{ApiError, ApiResult, ErrorDoc, Reply};
-use super::ApiState;
-use crate::assistants::KindError;
-use crate::byo::kind::{ByoKind, KIND};
+use super::kind::ByoKind;
+use crate::answers::{ApiResult, ErrorDoc, Reply};
+use crate::assistants::KindRoutes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
 use serde_json::json;
-use std::sync::Arc;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-type St = State<Arc<ApiState>>;
+type St = State<ByoKind>;
 
-pub fn routes() -> OpenApiRouter<Arc<ApiState>> {
+/// The routes, over `kind` (registered whether the kind is active or not).
+pub fn routes(kind: ByoKind) -> KindRoutes {
     OpenApiRouter::new()
         .routes(routes!(pairing))
         .routes(routes!(probe))
         .routes(routes!(test))
-}
-
-fn byo(api: &ApiState) -> Result<ByoKind, ApiError> {
-    let kind = api.link.kind(KIND).ok_or_else(|| {
-        ApiError::from(KindError::bad(
-            "kind_not_available",
-            "the byo assistant kind is not available in this version",
-        ))
-    })?;
-    kind.as_any()
-        .and_then(|a| a.downcast_ref::<ByoKind>())
-        .cloned()
-        .ok_or_else(|| {
-            ApiError::from(KindError::internal(
-                "kind_not_available",
-                "byo kind missing",
-            ))
-        })
+        .with_state(kind)
 }
 
 #[derive(Serialize, ToSchema)]
@@ -68,24 +50,23 @@ pub struct JobStarted {
 /// A new pairing code for the BYO relay (replaces any earlier one).
 #[utoipa::path(post, path = "/api/assistant/pairing", tag = "assistant",
     responses((status = 201, body = PairingDoc), (status = 400, body = ErrorDoc)))]
-async fn pairing(State(api): St) -> ApiResult {
-    let kind = byo(&api)?;
+async fn pairing(State(kind): St) -> ApiResult {
     Ok(Reply::new(StatusCode::CREATED, kind.new_pairing()))
 }
 
 /// Sends the capability probe again (Settings → Assistant → Refresh).
 #[utoipa::path(post, path = "/api/assistant/byo/probe", tag = "assistant",
     responses((status = 202, body = JobStarted), (status = 409, body = ErrorDoc, description = "`not_paired`")))]
-async fn probe(State(api): St) -> ApiResult {
-    let id = byo(&api)?.probe(true).await?;
+async fn probe(State(kind): St) -> ApiResult {
+    let id = kind.probe(true).await?;
     Ok(Reply::new(StatusCode::ACCEPTED, json!({"job_id": id})))
 }
 
 /// The connection test (a `connectivity_test` task; the answer shows as `last_test`).
 #[utoipa::path(post, path = "/api/assistant/byo/test", tag = "assistant",
     responses((status = 202, body = JobStarted), (status = 409, body = ErrorDoc, description = "`not_paired`")))]
-async fn test(State(api): St) -> ApiResult {
-    let id = byo(&api)?.test_connection().await?;
+async fn test(State(kind): St) -> ApiResult {
+    let id = kind.test_connection().await?;
     Ok(Reply::new(
         StatusCode::ACCEPTED,
         json!({"test_id": id, "job_id": id}),

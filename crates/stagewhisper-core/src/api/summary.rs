@@ -2,10 +2,8 @@
 //! The chat session and the call's `insights:` session are different sessions on the assistant
 //! side, so the message carries the transcript itself (the newest part if it is too long).
 
+use crate::answers::MAX_USER_TEXT as MAX_TEXT;
 use crate::model::{SessionView, TranscriptView};
-
-/// Longest text the assistant accepts.
-pub const MAX_TEXT: usize = 16_000;
 
 /// The request text for a call and its transcript.
 pub fn request_text(call: &SessionView, turns: &[TranscriptView]) -> String {
