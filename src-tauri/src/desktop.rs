@@ -6,7 +6,7 @@
 
 use crate::notify::{self, NoticeKind};
 use crate::prefs::{DesktopPrefs, PrefsError};
-use serde_json::Value;
+use stagewhisper_core::events::Change;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use tauri::{AppHandle, Manager, Runtime, WebviewWindow, WebviewWindowBuilder};
@@ -178,10 +178,9 @@ pub fn start<R: Runtime>(app: &AppHandle<R>) {
 }
 
 /// Whether an event is a call starting (the overlay may open by itself).
-pub fn is_call_start(event: &Value) -> bool {
-    event["type"] == "session_created"
-        && event["session"]["is_call"] == true
-        && event["session"]["ended_at"].is_null()
+pub fn is_call_start(change: &Change) -> bool {
+    matches!(change, Change::SessionCreated { session, .. }
+        if session.is_call && session.ended_at.is_none())
 }
 
 fn app_focused<R: Runtime>(app: &AppHandle<R>) -> bool {
@@ -192,14 +191,14 @@ fn app_focused<R: Runtime>(app: &AppHandle<R>) -> bool {
 
 /// What the desktop does with each committed event besides showing it: the overlay at call
 /// start, a system notification while the app is not focused.
-pub fn on_event<R: Runtime>(app: &AppHandle<R>, event: &Value) {
+pub fn on_event<R: Runtime>(app: &AppHandle<R>, change: &Change) {
     let prefs = app.state::<Desktop>().prefs();
-    if prefs.overlay_on_call_start && is_call_start(event) {
+    if prefs.overlay_on_call_start && is_call_start(change) {
         if let Err(e) = show_overlay(app) {
             tracing::warn!(error = %e, "cannot open the overlay at call start");
         }
     }
-    let Some(notice) = notify::notice_for(event, &prefs) else {
+    let Some(notice) = notify::notice_for(change, &prefs) else {
         return;
     };
     let focused = app_focused(app);
@@ -286,7 +285,7 @@ pub fn set_desktop_prefs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use stagewhisper_core::model::SessionView;
 
     #[test]
     fn only_the_apps_own_pages_stay_in_the_webview() {
@@ -309,15 +308,26 @@ mod tests {
 
     #[test]
     fn a_new_live_call_is_a_call_start() {
-        let call = |is_call: bool, ended: Value| {
-            json!({"id": 1, "type": "session_created",
-                   "session": {"session_id": "s", "is_call": is_call, "ended_at": ended}})
+        let session = |is_call: bool, ended: Option<&str>| SessionView {
+            session_id: "s".into(),
+            kind: "chat".into(),
+            is_call,
+            title: None,
+            created_at: String::new(),
+            ended_at: ended.map(str::to_string),
+            insights_session_id: None,
         };
-        assert!(is_call_start(&call(true, Value::Null)));
-        assert!(!is_call_start(&call(false, Value::Null)));
-        assert!(!is_call_start(&call(true, json!("2026-01-01T00:00:00Z"))));
-        let mut updated = call(true, Value::Null);
-        updated["type"] = "session_updated".into();
+        let call = |is_call: bool, ended: Option<&str>| Change::SessionCreated {
+            session_id: "s".into(),
+            session: session(is_call, ended),
+        };
+        assert!(is_call_start(&call(true, None)));
+        assert!(!is_call_start(&call(false, None)));
+        assert!(!is_call_start(&call(true, Some("2026-01-01T00:00:00Z"))));
+        let updated = Change::SessionUpdated {
+            session_id: "s".into(),
+            session: session(true, None),
+        };
         assert!(!is_call_start(&updated));
     }
 }

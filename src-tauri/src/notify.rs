@@ -9,7 +9,8 @@
 //! server without the property (or no server at all) counts as "not inhibited".
 
 use crate::prefs::DesktopPrefs;
-use serde_json::Value;
+use stagewhisper_core::events::Change;
+use stagewhisper_core::model::MessageKind;
 
 /// Longest notification body, in characters (the rest is cut with an ellipsis).
 const BODY_MAX: usize = 180;
@@ -44,19 +45,15 @@ fn is_none_text(t: &str) -> bool {
     t.eq_ignore_ascii_case("none")
 }
 
-/// The notice an event deserves under `prefs`, if any: a new visible insight (not a draft), an
+/// The notice an event deserves under `prefs`, if any: a new insight (not a draft), an
 /// assistant error, a permission request, and a message of the user's that could not be
 /// delivered (under the errors switch). Other updates never notify (they repeat what was shown).
-pub fn notice_for(event: &Value, prefs: &DesktopPrefs) -> Option<Notice> {
-    match event["type"].as_str()? {
-        "insight_added" => {
-            let ins = &event["insight"];
-            let text = ins["text"].as_str().unwrap_or_default();
-            let hidden = ins["hidden"].as_bool().unwrap_or(false);
-            let draft = ins["draft"].as_bool().unwrap_or(false);
+pub fn notice_for(change: &Change, prefs: &DesktopPrefs) -> Option<Notice> {
+    match change {
+        Change::InsightAdded { insight, .. } => {
+            let text = insight.text.as_str();
             if !prefs.notify_insights
-                || hidden
-                || draft
+                || insight.draft
                 || text.trim().is_empty()
                 || is_none_text(text)
             {
@@ -68,11 +65,10 @@ pub fn notice_for(event: &Value, prefs: &DesktopPrefs) -> Option<Notice> {
                 body: clip(text),
             })
         }
-        "message_added" => {
-            let m = &event["message"];
-            let text = m["text"].as_str().unwrap_or_default();
-            match m["kind"].as_str()? {
-                "error" if prefs.notify_errors => Some(Notice {
+        Change::MessageAdded { message, .. } => {
+            let text = message.text.as_str();
+            match message.kind {
+                MessageKind::Error if prefs.notify_errors => Some(Notice {
                     kind: NoticeKind::Error,
                     title: "Assistant error".into(),
                     body: clip(if text.trim().is_empty() {
@@ -81,7 +77,7 @@ pub fn notice_for(event: &Value, prefs: &DesktopPrefs) -> Option<Notice> {
                         text
                     }),
                 }),
-                "permission" if prefs.notify_permissions => Some(Notice {
+                MessageKind::Permission if prefs.notify_permissions => Some(Notice {
                     kind: NoticeKind::Permission,
                     title: "The assistant asks for permission".into(),
                     body: clip(if text.trim().is_empty() {
@@ -95,15 +91,18 @@ pub fn notice_for(event: &Value, prefs: &DesktopPrefs) -> Option<Notice> {
         }
         // A user message whose delivery failed for good (the outbox gave up: a refusal, or
         // the assistant unreachable past its retries): the user must know it did not arrive.
-        "message_updated" => {
-            let m = &event["message"];
+        Change::MessageUpdated { message, .. } => {
             if !prefs.notify_errors
-                || m["kind"].as_str()? != "user"
-                || m["delivery"].as_str()? != "failed"
+                || message.kind != MessageKind::User
+                || message.delivery.as_deref() != Some("failed")
             {
                 return None;
             }
-            let why = m["delivery_error"]["message"].as_str().unwrap_or_default();
+            let why = message
+                .delivery_error
+                .as_ref()
+                .and_then(|e| e["message"].as_str())
+                .unwrap_or_default();
             Some(Notice {
                 kind: NoticeKind::Error,
                 title: "Message not delivered".into(),
@@ -149,14 +148,65 @@ pub fn do_not_disturb() -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+    use stagewhisper_core::model::{InsightView, MessageView, SessionView};
 
-    fn insight(text: &str, draft: bool) -> Value {
-        json!({"id": 7, "type": "insight_added", "session_id": "insights:s",
-               "insight": {"id": 1, "session_id": "s", "text": text, "draft": draft}})
+    fn insight_view(text: &str, draft: bool) -> InsightView {
+        InsightView {
+            id: 1,
+            session_id: "s".into(),
+            text: text.into(),
+            task_id: None,
+            message_id: None,
+            occurred_at: None,
+            received_at: String::new(),
+            offset_ms: 0,
+            draft,
+        }
     }
 
-    fn message(kind: &str, text: &str) -> Value {
-        json!({"id": 8, "type": "message_added", "message": {"id": "m", "kind": kind, "text": text}})
+    fn insight(text: &str, draft: bool) -> Change {
+        Change::InsightAdded {
+            session_id: "s".into(),
+            insight: insight_view(text, draft),
+        }
+    }
+
+    fn message_view(kind: MessageKind, text: &str) -> MessageView {
+        MessageView {
+            id: 8,
+            session_id: "s".into(),
+            kind,
+            text: text.into(),
+            message_id: None,
+            task_id: None,
+            user_message_id: None,
+            error_code: None,
+            occurred_at: None,
+            received_at: String::new(),
+            sort_key: 0,
+            draft: false,
+            delivery: None,
+            delivery_error: None,
+            request_id: None,
+            tool: None,
+            input_preview: None,
+            state: None,
+            resolver: None,
+        }
+    }
+
+    fn message(kind: MessageKind, text: &str) -> Change {
+        Change::MessageAdded {
+            session_id: "s".into(),
+            message: message_view(kind, text),
+        }
+    }
+
+    fn updated(message: MessageView) -> Change {
+        Change::MessageUpdated {
+            session_id: "s".into(),
+            message,
+        }
     }
 
     #[test]
@@ -168,34 +218,50 @@ mod tests {
             (NoticeKind::Insight, "Ask about the budget")
         );
         assert_eq!(
-            notice_for(&message("error", "gateway down"), &p)
+            notice_for(&message(MessageKind::Error, "gateway down"), &p)
                 .unwrap()
                 .kind,
             NoticeKind::Error
         );
-        let n = notice_for(&message("permission", ""), &p).unwrap();
+        let n = notice_for(&message(MessageKind::Permission, ""), &p).unwrap();
         assert_eq!(n.kind, NoticeKind::Permission);
         assert!(!n.body.is_empty());
         for quiet in [
             insight("Ask about the budget", true),
             insight("None.", false),
             insight("  ", false),
-            message("assistant", "hello"),
-            message("user", "hi"),
-            json!({"id": 9, "type": "insight_updated", "insight": {"text": "x"}}),
-            json!({"id": 9, "type": "session_created"}),
-            json!({"nothing": true}),
+            message(MessageKind::Assistant, "hello"),
+            message(MessageKind::User, "hi"),
+            Change::InsightUpdated {
+                session_id: "s".into(),
+                insight: insight_view("x", false),
+            },
+            Change::SessionCreated {
+                session_id: "s".into(),
+                session: SessionView {
+                    session_id: "s".into(),
+                    kind: "chat".into(),
+                    is_call: true,
+                    title: None,
+                    created_at: String::new(),
+                    ended_at: None,
+                    insights_session_id: None,
+                },
+            },
+            Change::Unknown,
         ] {
-            assert_eq!(notice_for(&quiet, &p), None, "{quiet}");
+            assert_eq!(notice_for(&quiet, &p), None, "{quiet:?}");
         }
     }
 
     #[test]
     fn a_failed_delivery_notifies_under_the_errors_switch() {
         let failed = |delivery: &str| {
-            json!({"id": 9, "type": "message_updated", "message": {"id": "u", "kind": "user",
-                "text": "hello", "delivery": delivery,
-                "delivery_error": {"code": "assistant_refused", "message": "401 from the assistant"}}})
+            let mut m = message_view(MessageKind::User, "hello");
+            m.delivery = Some(delivery.into());
+            m.delivery_error =
+                Some(json!({"code": "assistant_refused", "message": "401 from the assistant"}));
+            updated(m)
         };
         let p = DesktopPrefs::default();
         let n = notice_for(&failed("failed"), &p).expect("a notice");
@@ -215,8 +281,7 @@ mod tests {
         };
         assert_eq!(notice_for(&failed("failed"), &off), None);
         // An assistant message's update (a draft settling) never notifies.
-        let settled = json!({"id": 10, "type": "message_updated",
-            "message": {"id": "a", "kind": "assistant", "text": "done", "delivery": null}});
+        let settled = updated(message_view(MessageKind::Assistant, "done"));
         assert_eq!(notice_for(&settled, &p), None);
     }
 
@@ -229,13 +294,16 @@ mod tests {
             ..DesktopPrefs::default()
         };
         assert_eq!(notice_for(&insight("x", false), &off), None);
-        assert_eq!(notice_for(&message("error", "x"), &off), None);
-        assert_eq!(notice_for(&message("permission", "x"), &off), None);
+        assert_eq!(notice_for(&message(MessageKind::Error, "x"), &off), None);
+        assert_eq!(
+            notice_for(&message(MessageKind::Permission, "x"), &off),
+            None
+        );
         let only_errors = DesktopPrefs {
             notify_errors: true,
             ..off
         };
-        assert!(notice_for(&message("error", "x"), &only_errors).is_some());
+        assert!(notice_for(&message(MessageKind::Error, "x"), &only_errors).is_some());
         assert_eq!(notice_for(&insight("x", false), &only_errors), None);
     }
 

@@ -16,7 +16,7 @@ use crate::desktop::{self, Desktop};
 use anyhow::Context;
 use serde_json::Value;
 use stagewhisper_cli::{start_core, Signals};
-use stagewhisper_core::events::Subscription;
+use stagewhisper_core::events::{Change, Subscription};
 use stagewhisper_core::http::Shutdown;
 use stagewhisper_core::Config;
 use std::sync::{Arc, Mutex};
@@ -90,11 +90,11 @@ pub fn run(
             desktop::start(&handle);
             tauri::async_runtime::spawn(forward_events(events, stop, {
                 let handle = handle.clone();
-                move |payload| {
+                move |payload, change| {
                     if let Err(e) = handle.emit(SW_EVENT, &payload) {
                         tracing::warn!(error = %e, "cannot emit an event to the window");
                     }
-                    desktop::on_event(&handle, &payload);
+                    desktop::on_event(&handle, change);
                 }
             }));
             tauri::async_runtime::spawn(async move {
@@ -155,12 +155,12 @@ pub fn run(
     Ok(())
 }
 
-/// Hands each committed event (as its JSON object, `id` included) to `emit`, in cursor order,
-/// until the core shuts down.
+/// Hands each committed event to `emit` (its JSON object, `id` included, for the window, and
+/// what changed, for the desktop), in cursor order, until the core shuts down.
 pub async fn forward_events(
     mut events: Subscription,
     stop: Shutdown,
-    mut emit: impl FnMut(Value) + Send + 'static,
+    mut emit: impl FnMut(Value, &Change) + Send + 'static,
 ) {
     loop {
         let next = tokio::select! {
@@ -169,7 +169,7 @@ pub async fn forward_events(
         };
         match next {
             Ok(e) => match serde_json::from_str::<Value>(&e.json) {
-                Ok(payload) => emit(payload),
+                Ok(payload) => emit(payload, &e.change),
                 Err(err) => tracing::warn!(id = e.id, error = %err, "skipping an unreadable event"),
             },
             Err(err) => {
@@ -195,9 +195,13 @@ mod tests {
         let cursor = store.last_event_id().await.unwrap();
         let events = app.conversation.hub().subscribe(store, cursor);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let task = tokio::spawn(forward_events(events, app.shutdown_signal(), move |v| {
-            let _ = tx.send(v);
-        }));
+        let task = tokio::spawn(forward_events(
+            events,
+            app.shutdown_signal(),
+            move |v, _| {
+                let _ = tx.send(v);
+            },
+        ));
 
         let shell = Shell {
             api: app.api.clone(),

@@ -19,13 +19,13 @@ use crate::engine::{self, Engine, EngineError, EngineErrorKind};
 use crate::pcm::Resampler;
 use crate::pipeline::{self, ChannelWorker, Finals};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use stagewhisper_core::assistants::BoxFuture;
 use stagewhisper_core::audio::{
     AudioError, AudioSettings, AudioStatus, AudioTest, AudioTestResult, AudioUpdate, AudioView,
     BacklogStatus, Channel, ChannelStatus, Ears, EarsContext, EarsFactory, EngineSettings,
-    EngineStatus, ListenState, SourceChoice, SourceView, EVENT_LEVEL, EVENT_PARTIAL, EVENT_STATUS,
+    EngineStatus, ListenState, SourceChoice, SourceView,
 };
+use stagewhisper_core::events::Change;
 use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -213,35 +213,30 @@ impl Shared {
     }
 
     pub fn publish_partial(&self, call_id: &str, channel: Channel, turn_id: &str, text: &str) {
-        self.ctx.publish_live(
-            EVENT_PARTIAL,
-            json!({
-                "session_id": call_id,
-                "turn_id": turn_id,
-                "channel": channel,
-                "speaker": self.label(channel),
-                "text": text,
-                "final": false,
-            }),
-        );
+        self.ctx.publish_live(Change::TranscriptPartial {
+            session_id: call_id.to_string(),
+            turn_id: turn_id.to_string(),
+            channel,
+            speaker: self.label(channel),
+            text: text.to_string(),
+            is_final: false,
+            outcome: None,
+        });
     }
 
     /// The last event of a turn: `outcome` is `stored` (with its text), `empty` (nothing
     /// recognised), `queued` (waits in the backlog), `echo` (the microphone heard the other
     /// side) or `gone` (its call ended first).
     pub fn publish_final(&self, meta: &TurnMeta, turn_id: &str, text: &str, outcome: &str) {
-        self.ctx.publish_live(
-            EVENT_PARTIAL,
-            json!({
-                "session_id": meta.call_id,
-                "turn_id": turn_id,
-                "channel": meta.channel,
-                "speaker": meta.speaker,
-                "text": text.trim(),
-                "final": true,
-                "outcome": outcome,
-            }),
-        );
+        self.ctx.publish_live(Change::TranscriptPartial {
+            session_id: meta.call_id.clone(),
+            turn_id: turn_id.to_string(),
+            channel: meta.channel,
+            speaker: meta.speaker.clone(),
+            text: text.trim().to_string(),
+            is_final: true,
+            outcome: Some(outcome.to_string()),
+        });
     }
 
     /// Publishes the status if it changed.
@@ -249,8 +244,9 @@ impl Shared {
         let status = self.status();
         let mut last = self.published.lock().unwrap();
         if last.as_ref() != Some(&status) {
-            self.ctx
-                .publish_live(EVENT_STATUS, json!({ "status": status }));
+            self.ctx.publish_live(Change::AudioStatus {
+                status: status.clone(),
+            });
             *last = Some(status);
         }
     }
@@ -561,18 +557,12 @@ impl Ticker {
             .spawn(move || {
                 while !s.load(Ordering::SeqCst) {
                     std::thread::sleep(LEVEL_EVERY);
-                    let level = |ch: Channel| -> Value {
+                    let level = |ch: Channel| -> Option<f32> {
                         let v = shared.levels.take(ch);
-                        if on(ch) {
-                            json!((v * 1000.0).round() / 1000.0)
-                        } else {
-                            Value::Null
-                        }
+                        on(ch).then(|| (v * 1000.0).round() / 1000.0)
                     };
                     let (mic, system) = (level(Channel::Mic), level(Channel::System));
-                    shared
-                        .ctx
-                        .publish_live(EVENT_LEVEL, json!({"mic": mic, "system": system}));
+                    shared.ctx.publish_live(Change::AudioLevel { mic, system });
                 }
             })
             .expect("spawn the levels thread");

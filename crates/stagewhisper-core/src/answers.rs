@@ -242,18 +242,10 @@ impl<S: Send + Sync> FromRequestParts<S> for Params2 {
     }
 }
 
-/// Deserializes a field that may be absent (`None`), `null` (`Some(None)`) or a value.
-pub fn double_option<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: serde::Deserialize<'de>,
-{
-    <Option<T> as serde::Deserialize>::deserialize(d).map(Some)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::double_option;
 
     #[derive(serde::Deserialize, Debug)]
     #[allow(dead_code)]

@@ -12,29 +12,24 @@
 //!   [`EarsContext::submit_turn`], the very path of `POST /api/calls/{id}/transcript` (stored
 //!   first, then the active assistant kind is woken), so the conversation rules and the kinds
 //!   do not know whether a turn was typed, replayed or heard;
-//! - the names of the live-only events the pipeline publishes on the event hub
-//!   ([`crate::events::EventHub::publish_live`]): partial transcripts, levels, its status.
+//! - the live-only events the pipeline publishes on the event hub
+//!   ([`EarsContext::publish_live`]): partial transcripts, levels, its status
+//!   ([`Change::TranscriptPartial`], [`Change::AudioLevel`], [`Change::AudioStatus`]).
 
 use crate::answers::MAX_USER_TEXT;
 use crate::assistants::{Assistants, BoxFuture};
 use crate::clock::SharedClock;
 use crate::conversation::{Conversation, CoreError};
+use crate::events::Change;
 use crate::http::Shutdown;
 use crate::model::TranscriptView;
+pub use crate::model::{
+    AudioStatus, BacklogStatus, Channel, ChannelStatus, EngineStatus, ListenState,
+};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Arc;
 use utoipa::ToSchema;
-
-/// Live-only event: a turn in progress (`{session_id, turn_id, channel, speaker, text, final}`).
-/// The last one of a turn has `final: true` and the stored turn's text (or none, when nothing
-/// was recognised): a view then drops the partial, the `transcript_added` event brings the turn.
-pub const EVENT_PARTIAL: &str = "transcript_partial";
-/// Live-only event: the two channels' levels, at most about ten a second
-/// (`{mic, system}`: 0–1 peak of the last interval, `null` when the channel is off).
-pub const EVENT_LEVEL: &str = "audio_level";
-/// Live-only event: the pipeline's status changed (`{status}`, as in `GET /api/audio`).
-pub const EVENT_STATUS: &str = "audio_status";
 
 /// The default speaker of the microphone channel.
 pub const DEFAULT_YOU: &str = "You";
@@ -47,27 +42,6 @@ pub const MAX_SPEAKER: usize = 100;
 pub const MAX_MODEL: usize = 200;
 /// Longest API key an engine setting takes.
 pub const MAX_API_KEY: usize = 4096;
-
-/// The two channels of a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Channel {
-    /// The microphone: the user ("You").
-    Mic,
-    /// The system audio, the monitor of the output device: the call's other side ("Them").
-    System,
-}
-
-impl Channel {
-    pub const BOTH: [Channel; 2] = [Channel::Mic, Channel::System];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Channel::Mic => "mic",
-            Channel::System => "system",
-        }
-    }
-}
 
 /// What a sound server source is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -328,12 +302,12 @@ impl AudioSettings {
 pub struct AudioUpdate {
     /// The microphone ("You"): a source `name`, `"default"` (the server's default source), or
     /// `null` (off).
-    #[serde(default, deserialize_with = "crate::answers::double_option")]
+    #[serde(default, deserialize_with = "crate::model::double_option")]
     #[schema(value_type = Option<String>)]
     pub mic: Option<Option<String>>,
     /// The call's audio ("Them"): a monitor source `name`, `"default"` (the monitor of the
     /// server's default output), or `null` (off).
-    #[serde(default, deserialize_with = "crate::answers::double_option")]
+    #[serde(default, deserialize_with = "crate::model::double_option")]
     #[schema(value_type = Option<String>)]
     pub system: Option<Option<String>>,
     /// `{"kind": "builtin"}` or `{"kind": "openai", "base_url", "model", "api_key"?}`.
@@ -357,7 +331,7 @@ pub enum EngineUpdate {
         model: String,
         /// Sent as `Authorization: Bearer`; absent keeps the saved key (same `base_url`),
         /// `null` or `""` removes it. Never answered back.
-        #[serde(default, deserialize_with = "crate::answers::double_option")]
+        #[serde(default, deserialize_with = "crate::model::double_option")]
         #[schema(value_type = Option<String>)]
         api_key: Option<Option<String>>,
     },
@@ -497,81 +471,6 @@ impl AudioView {
     }
 }
 
-/// The pipeline's state as a whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ListenState {
-    /// Not listening to any call.
-    Idle,
-    /// Listening, and every part that is on works.
-    Listening,
-    /// Listening was asked for, but a part is failing (`detail` says which, in plain words):
-    /// no sound server, a device gone, the engine down. Nothing said is lost meanwhile.
-    Error,
-}
-
-/// The status in `GET /api/audio` and the `audio_status` event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct AudioStatus {
-    pub state: ListenState,
-    /// In plain words, for the call bar.
-    pub detail: String,
-    /// The call being listened to.
-    pub call_id: Option<String>,
-    /// Each channel: its state (`off`, `listening`, `error`), the source in use, why it fails.
-    pub channels: Vec<ChannelStatus>,
-    pub engine: EngineStatus,
-    /// Turns heard but not transcribed yet (kept on disk while the engine is down).
-    pub backlog: BacklogStatus,
-}
-
-impl AudioStatus {
-    /// Not listening, nothing pending.
-    pub fn idle(engine: EngineStatus) -> AudioStatus {
-        AudioStatus {
-            state: ListenState::Idle,
-            detail: "Not listening.".into(),
-            call_id: None,
-            channels: Vec::new(),
-            engine,
-            backlog: BacklogStatus::default(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ChannelStatus {
-    pub channel: Channel,
-    /// `off`, `listening` or `error`.
-    pub state: String,
-    /// The speaker of its turns.
-    pub speaker: String,
-    /// The source in use (its server name), when one is open.
-    pub source: Option<String>,
-    pub detail: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct EngineStatus {
-    /// `builtin` or `openai`.
-    pub kind: String,
-    /// `ready`, `down` (its last attempt failed; turns wait in the backlog) or `unavailable`
-    /// (it cannot run here, e.g. PocketSphinx not installed).
-    pub state: String,
-    pub detail: String,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct BacklogStatus {
-    /// Turns waiting to be transcribed.
-    pub turns: u64,
-    /// Their speech, in seconds.
-    pub seconds: f64,
-    /// Speech dropped, oldest first, because the backlog was full (seconds, since the app
-    /// started).
-    pub dropped_seconds: f64,
-}
-
 /// `POST /api/audio/test`: record a few seconds of one channel and transcribe them.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct AudioTest {
@@ -705,9 +604,9 @@ impl EarsContext {
         Ok(t)
     }
 
-    /// Publishes a live-only event (see [`EVENT_PARTIAL`], [`EVENT_LEVEL`], [`EVENT_STATUS`]).
-    pub fn publish_live(&self, event_type: &str, data: serde_json::Value) {
-        self.conversation.hub().publish_live(event_type, data);
+    /// Publishes a live-only event (`Change::TranscriptPartial`, `AudioLevel`, `AudioStatus`).
+    pub fn publish_live(&self, change: Change) {
+        self.conversation.hub().publish_live(change);
     }
 }
 

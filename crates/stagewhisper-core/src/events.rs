@@ -8,34 +8,202 @@
 //! reach only the readers following the hub at that moment; a view that reconnects reads the
 //! current state from its route instead.
 
+use crate::model::{
+    AudioStatus, Channel, InsightView, MessageView, SessionView, TranscriptView, TypingView,
+};
 use crate::store::{Store, StoreError};
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
-/// One committed event: its cursor and the JSON object the view receives (with `id` inside).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What changed: one variant per type of the event stream (docs/contract.md, "Event stream"),
+/// made once by whoever changes the state and read by `match`. Serialized, it is the event's
+/// JSON as the views receive it (`type` is the variant's name in snake case, then its fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Change {
+    SessionCreated {
+        session_id: String,
+        session: SessionView,
+    },
+    SessionUpdated {
+        session_id: String,
+        session: SessionView,
+    },
+    /// The session, its messages and its events are erased.
+    SessionDeleted {
+        session_id: String,
+    },
+    /// A chat message; a draft growing or settling is `MessageUpdated`.
+    MessageAdded {
+        session_id: String,
+        message: MessageView,
+    },
+    MessageUpdated {
+        session_id: String,
+        message: MessageView,
+    },
+    /// A draft that turned out to repeat a final message (`message_id` is the row's `id`).
+    MessageRemoved {
+        session_id: String,
+        message_id: i64,
+    },
+    /// `session_id` is the chat session of the call.
+    InsightAdded {
+        session_id: String,
+        insight: InsightView,
+    },
+    InsightUpdated {
+        session_id: String,
+        insight: InsightView,
+    },
+    InsightRemoved {
+        session_id: String,
+        message_id: i64,
+    },
+    /// `session_id` is the chat session of the call.
+    TranscriptAdded {
+        session_id: String,
+        transcript: TranscriptView,
+    },
+    TranscriptUpdated {
+        session_id: String,
+        transcript: TranscriptView,
+    },
+    /// Live-only.
+    TypingStarted {
+        session_id: String,
+        typing: TypingView,
+    },
+    /// Live-only; `reason`: `message`, `completed`, `timeout`, `errored`.
+    TypingStopped {
+        session_id: String,
+        reason: String,
+        typing: TypingView,
+    },
+    /// App-wide (`session_id` is `null`): the active kind's status changed, or the active kind.
+    AssistantStatus {
+        session_id: Option<String>,
+        assistant: AssistantStatusView,
+    },
+    /// Live-only: a turn being heard. The last one of a turn has `final: true` and the stored
+    /// turn's text (or none, when nothing was recognised) with its `outcome`: a view then drops
+    /// the partial, and `TranscriptAdded` brings the turn.
+    TranscriptPartial {
+        session_id: String,
+        turn_id: String,
+        channel: Channel,
+        speaker: String,
+        text: String,
+        #[serde(rename = "final")]
+        is_final: bool,
+        /// `stored`, `empty`, `queued`, `echo` or `gone` (final ones only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outcome: Option<String>,
+    },
+    /// Live-only: the two channels' levels, at most about ten a second (0–1 peak of the last
+    /// interval, `None` when the channel is off).
+    AudioLevel {
+        mic: Option<f32>,
+        system: Option<f32>,
+    },
+    /// Live-only: the audio pipeline's status changed (as in `GET /api/audio`).
+    AudioStatus {
+        status: AudioStatus,
+    },
+    /// A logged event of a type this version does not know (its JSON is passed on as it is).
+    #[serde(other)]
+    Unknown,
+}
+
+/// The `assistant` of an `assistant_status` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantStatusView {
+    pub kind: String,
+    pub status: String,
+    pub detail: String,
+    pub checked_at: Option<String>,
+}
+
+impl Change {
+    /// The event's `type`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Change::SessionCreated { .. } => "session_created",
+            Change::SessionUpdated { .. } => "session_updated",
+            Change::SessionDeleted { .. } => "session_deleted",
+            Change::MessageAdded { .. } => "message_added",
+            Change::MessageUpdated { .. } => "message_updated",
+            Change::MessageRemoved { .. } => "message_removed",
+            Change::InsightAdded { .. } => "insight_added",
+            Change::InsightUpdated { .. } => "insight_updated",
+            Change::InsightRemoved { .. } => "insight_removed",
+            Change::TranscriptAdded { .. } => "transcript_added",
+            Change::TranscriptUpdated { .. } => "transcript_updated",
+            Change::TypingStarted { .. } => "typing_started",
+            Change::TypingStopped { .. } => "typing_stopped",
+            Change::AssistantStatus { .. } => "assistant_status",
+            Change::TranscriptPartial { .. } => "transcript_partial",
+            Change::AudioLevel { .. } => "audio_level",
+            Change::AudioStatus { .. } => "audio_status",
+            Change::Unknown => "unknown",
+        }
+    }
+}
+
+/// One event: its cursor, what changed, and the JSON object the view receives (with `id`
+/// inside for a logged event, `"live": true` for a live-only one).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     pub id: i64,
-    pub event_type: String,
+    pub change: Change,
     pub json: String,
 }
 
 /// The `id` of a live-only event: no event of the log has it (the log's ids start at 1).
 pub const LIVE_ID: i64 = 0;
 
+/// The wire form: `{"id", "type", …the change's fields}` or `{"type", …, "live": true}`.
+#[derive(Serialize)]
+struct Wire<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<i64>,
+    #[serde(flatten)]
+    change: &'a Change,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    live: bool,
+}
+
 impl Event {
-    /// A live-only event: `data` is a JSON object (its `type` is set from `event_type`, and
-    /// `"live": true` is added so a view can tell it from a logged event).
-    pub fn live(event_type: &str, mut data: serde_json::Value) -> Event {
-        if let Some(obj) = data.as_object_mut() {
-            obj.insert("type".into(), event_type.into());
-            obj.insert("live".into(), true.into());
-        }
+    /// An event of the log, with its cursor.
+    pub fn logged(id: i64, change: Change) -> Event {
+        let json = serde_json::to_string(&Wire {
+            id: Some(id),
+            change: &change,
+            live: false,
+        })
+        .expect("an event serializes");
+        Event { id, change, json }
+    }
+
+    /// A live-only event (see the module docs).
+    pub fn live(change: Change) -> Event {
+        let json = serde_json::to_string(&Wire {
+            id: None,
+            change: &change,
+            live: true,
+        })
+        .expect("an event serializes");
         Event {
             id: LIVE_ID,
-            event_type: event_type.to_string(),
-            json: data.to_string(),
+            change,
+            json,
         }
+    }
+
+    /// The event's `type`.
+    pub fn event_type(&self) -> &'static str {
+        self.change.name()
     }
 
     /// Whether this event is live-only (never stored, no cursor).
@@ -43,21 +211,17 @@ impl Event {
         self.id == LIVE_ID
     }
 
-    /// Builds the wire form from the stored data (a JSON object without `id`).
+    /// Builds the event from the stored data (a JSON object, with or without `id`).
     pub fn from_stored(id: i64, data: &str) -> Event {
         let mut value: serde_json::Value =
             serde_json::from_str(data).unwrap_or_else(|_| serde_json::json!({}));
-        let event_type = value
-            .get("type")
-            .and_then(|t| t.as_str())
-            .unwrap_or("unknown")
-            .to_string();
+        let change = Change::deserialize(&value).unwrap_or(Change::Unknown);
         if let Some(obj) = value.as_object_mut() {
             obj.insert("id".into(), id.into());
         }
         Event {
             id,
-            event_type,
+            change,
             json: value.to_string(),
         }
     }
@@ -85,8 +249,8 @@ impl EventHub {
     }
 
     /// Publishes a live-only event (see the module docs) to the readers following the hub now.
-    pub fn publish_live(&self, event_type: &str, data: serde_json::Value) {
-        self.publish(Event::live(event_type, data));
+    pub fn publish_live(&self, change: Change) {
+        self.publish(Event::live(change));
     }
 
     /// A reader positioned after `cursor`.
@@ -146,5 +310,229 @@ impl Subscription {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{MessageJson, MessageKind, MessageRow, PermissionCard};
+    use serde_json::{json, Value};
+
+    fn row() -> MessageRow {
+        MessageRow {
+            id: 7,
+            session_id: "s".into(),
+            kind: MessageKind::Permission,
+            text: "May I? \"quoted\" ▉\n".into(),
+            message_id: Some("m".into()),
+            task_id: Some("t".into()),
+            user_message_id: None,
+            scope: Some("u".into()),
+            error_code: None,
+            occurred_at: Some("2026-11-29T12:00:00Z".into()),
+            received_at: "2026-11-29T12:00:01.5Z".into(),
+            sort_key: 42,
+            draft: false,
+            hidden: false,
+            content_key: Some("k".into()),
+            draft_key: None,
+            speaker: None,
+            delivery: Some("failed".into()),
+            delivery_error: Some(r#"{"code":"x","message":"y"}"#.into()),
+            permission: Some(Box::new(PermissionCard {
+                request_id: "r".into(),
+                tool: "Bash".into(),
+                input_preview: "ls".into(),
+                state: "resolved".into(),
+                resolver: None,
+            })),
+        }
+    }
+
+    fn every_change() -> Vec<Change> {
+        let r = row();
+        let session = SessionView {
+            session_id: "s".into(),
+            kind: "chat".into(),
+            is_call: true,
+            title: Some("Acme".into()),
+            created_at: "2026-11-29T12:00:00Z".into(),
+            ended_at: None,
+            insights_session_id: Some("insights:s".into()),
+        };
+        let typing = TypingView {
+            session_id: "s".into(),
+            scope: "u".into(),
+            label: Some("Bash".into()),
+            since: "2026-11-29T12:00:00Z".into(),
+        };
+        let s = || "s".to_string();
+        vec![
+            Change::SessionCreated {
+                session_id: s(),
+                session: session.clone(),
+            },
+            Change::SessionUpdated {
+                session_id: s(),
+                session,
+            },
+            Change::SessionDeleted { session_id: s() },
+            Change::MessageAdded {
+                session_id: s(),
+                message: MessageView::from(&r),
+            },
+            Change::MessageUpdated {
+                session_id: s(),
+                message: MessageView::from(&r),
+            },
+            Change::MessageRemoved {
+                session_id: s(),
+                message_id: 7,
+            },
+            Change::InsightAdded {
+                session_id: s(),
+                insight: InsightView::from_row(&r, "s", 0),
+            },
+            Change::InsightUpdated {
+                session_id: s(),
+                insight: InsightView::from_row(&r, "s", 0),
+            },
+            Change::InsightRemoved {
+                session_id: s(),
+                message_id: 7,
+            },
+            Change::TranscriptAdded {
+                session_id: s(),
+                transcript: TranscriptView::from_row(&r, "s", 0),
+            },
+            Change::TranscriptUpdated {
+                session_id: s(),
+                transcript: TranscriptView::from_row(&r, "s", 0),
+            },
+            Change::TypingStarted {
+                session_id: s(),
+                typing: typing.clone(),
+            },
+            Change::TypingStopped {
+                session_id: s(),
+                reason: "timeout".into(),
+                typing,
+            },
+            Change::AssistantStatus {
+                session_id: None,
+                assistant: AssistantStatusView {
+                    kind: "byo".into(),
+                    status: "online".into(),
+                    detail: "Paired.".into(),
+                    checked_at: None,
+                },
+            },
+            Change::TranscriptPartial {
+                session_id: s(),
+                turn_id: "t1".into(),
+                channel: Channel::System,
+                speaker: "Them".into(),
+                text: "so the budget".into(),
+                is_final: true,
+                outcome: Some("stored".into()),
+            },
+            Change::AudioLevel {
+                mic: Some(0.123),
+                system: None,
+            },
+            Change::AudioStatus {
+                status: AudioStatus::idle(crate::model::EngineStatus {
+                    kind: "builtin".into(),
+                    state: "ready".into(),
+                    detail: String::new(),
+                }),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_change_reads_back_from_the_log_as_it_was_made() {
+        for (i, change) in every_change().into_iter().enumerate() {
+            let id = i as i64 + 1;
+            let made = Event::logged(id, change.clone());
+            let v: Value = serde_json::from_str(&made.json).unwrap();
+            assert_eq!(
+                (v["id"].as_i64(), v["type"].as_str()),
+                (Some(id), Some(change.name()))
+            );
+            assert!(v.get("live").is_none(), "{v}");
+            let read = Event::from_stored(id, &made.json);
+            assert_eq!(read.change, change, "{}", made.json);
+            assert_eq!(read.event_type(), made.event_type());
+            let again: Value = serde_json::from_str(&read.json).unwrap();
+            assert_eq!(again, v);
+        }
+    }
+
+    #[test]
+    fn a_live_event_has_no_cursor_and_says_live() {
+        let e = Event::live(Change::AudioLevel {
+            mic: Some(0.5),
+            system: None,
+        });
+        assert!(e.is_live());
+        let v: Value = serde_json::from_str(&e.json).unwrap();
+        assert_eq!(
+            v,
+            json!({"type": "audio_level", "mic": 0.5, "system": null, "live": true})
+        );
+        // A partial (not final) turn carries no outcome.
+        let e = Event::live(Change::TranscriptPartial {
+            session_id: "s".into(),
+            turn_id: "t".into(),
+            channel: Channel::Mic,
+            speaker: "You".into(),
+            text: "hel".into(),
+            is_final: false,
+            outcome: None,
+        });
+        let v: Value = serde_json::from_str(&e.json).unwrap();
+        assert_eq!(
+            v,
+            json!({"type": "transcript_partial", "session_id": "s", "turn_id": "t",
+                "channel": "mic", "speaker": "You", "text": "hel", "final": false, "live": true})
+        );
+    }
+
+    /// The hot path makes `message_added` from the view; the log rebuilds it from the row
+    /// (`MessageJson`): the view must read the same either way.
+    #[test]
+    fn a_message_event_is_the_rows_json() {
+        let r = row();
+        let e = Event::logged(
+            7,
+            Change::MessageAdded {
+                session_id: "s".into(),
+                message: MessageView::from(&r),
+            },
+        );
+        let v: Value = serde_json::from_str(&e.json).unwrap();
+        let from_row = json!({"id": 7, "type": "message_added", "session_id": "s",
+            "message": serde_json::to_value(MessageJson(&r)).unwrap()});
+        assert_eq!(v, from_row);
+    }
+
+    #[test]
+    fn an_unknown_or_broken_logged_event_is_passed_on_as_it_is() {
+        let e = Event::from_stored(5, r#"{"type":"from_a_newer_app","x":1}"#);
+        assert_eq!(
+            (e.change.clone(), e.event_type()),
+            (Change::Unknown, "unknown")
+        );
+        let v: Value = serde_json::from_str(&e.json).unwrap();
+        assert_eq!(v, json!({"id": 5, "type": "from_a_newer_app", "x": 1}));
+        // A known type whose payload does not read (a field missing).
+        let e = Event::from_stored(6, r#"{"type":"session_created","session_id":"s"}"#);
+        assert_eq!(e.change, Change::Unknown);
+        assert_eq!(
+            serde_json::from_str::<Value>(&e.json).unwrap()["session_id"],
+            "s"
+        );
     }
 }

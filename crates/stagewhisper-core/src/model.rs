@@ -1,8 +1,9 @@
 //! The views the control API returns and the event stream carries. Plain data, no rules.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MessageKind {
     User,
@@ -39,10 +40,10 @@ impl MessageKind {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SessionView {
     pub session_id: String,
-    pub kind: &'static str,
+    pub kind: String,
     pub is_call: bool,
     pub title: Option<String>,
     pub created_at: String,
@@ -100,7 +101,7 @@ impl PermissionCard {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MessageView {
     pub id: i64,
     pub session_id: String,
@@ -129,7 +130,11 @@ pub struct MessageView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
     /// Permission cards only: who decided (null while pending or when it expired).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "double_option"
+    )]
     #[schema(value_type = Option<String>)]
     pub resolver: Option<Option<String>>,
 }
@@ -201,7 +206,7 @@ impl From<&MessageRow> for MessageView {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TranscriptView {
     pub id: i64,
     /// The chat session of the call.
@@ -235,7 +240,7 @@ impl TranscriptView {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct InsightView {
     pub id: i64,
     /// The chat session of the call (not the `insights:` id).
@@ -266,12 +271,119 @@ impl InsightView {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TypingView {
     pub session_id: String,
     pub scope: String,
     pub label: Option<String>,
     pub since: String,
+}
+
+/// Deserializes a field that may be absent (`None`), `null` (`Some(None)`) or a value.
+pub fn double_option<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    <Option<T> as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+// ---- hearing the call (the `audio_status` and `transcript_partial` events carry these) ----
+
+/// The two channels of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Channel {
+    /// The microphone: the user ("You").
+    Mic,
+    /// The system audio, the monitor of the output device: the call's other side ("Them").
+    System,
+}
+
+impl Channel {
+    pub const BOTH: [Channel; 2] = [Channel::Mic, Channel::System];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::Mic => "mic",
+            Channel::System => "system",
+        }
+    }
+}
+
+/// The pipeline's state as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenState {
+    /// Not listening to any call.
+    Idle,
+    /// Listening, and every part that is on works.
+    Listening,
+    /// Listening was asked for, but a part is failing (`detail` says which, in plain words):
+    /// no sound server, a device gone, the engine down. Nothing said is lost meanwhile.
+    Error,
+}
+
+/// The status in `GET /api/audio` and the `audio_status` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AudioStatus {
+    pub state: ListenState,
+    /// In plain words, for the call bar.
+    pub detail: String,
+    /// The call being listened to.
+    pub call_id: Option<String>,
+    /// Each channel: its state (`off`, `listening`, `error`), the source in use, why it fails.
+    pub channels: Vec<ChannelStatus>,
+    pub engine: EngineStatus,
+    /// Turns heard but not transcribed yet (kept on disk while the engine is down).
+    pub backlog: BacklogStatus,
+}
+
+impl AudioStatus {
+    /// Not listening, nothing pending.
+    pub fn idle(engine: EngineStatus) -> AudioStatus {
+        AudioStatus {
+            state: ListenState::Idle,
+            detail: "Not listening.".into(),
+            call_id: None,
+            channels: Vec::new(),
+            engine,
+            backlog: BacklogStatus::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ChannelStatus {
+    pub channel: Channel,
+    /// `off`, `listening` or `error`.
+    pub state: String,
+    /// The speaker of its turns.
+    pub speaker: String,
+    /// The source in use (its server name), when one is open.
+    pub source: Option<String>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EngineStatus {
+    /// `builtin` or `openai`.
+    pub kind: String,
+    /// `ready`, `down` (its last attempt failed; turns wait in the backlog) or `unavailable`
+    /// (it cannot run here, e.g. PocketSphinx not installed).
+    pub state: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct BacklogStatus {
+    /// Turns waiting to be transcribed.
+    pub turns: u64,
+    /// Their speech, in seconds.
+    pub seconds: f64,
+    /// Speech dropped, oldest first, because the backlog was full (seconds, since the app
+    /// started).
+    pub dropped_seconds: f64,
 }
 
 #[cfg(test)]

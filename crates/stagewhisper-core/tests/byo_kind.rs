@@ -11,6 +11,7 @@ use hyper::Method;
 use serde_json::{json, Value};
 use stagewhisper_core::byo::crypto::{Dialect, Envelope, EnvelopeKey, KeyPair, Meta};
 use stagewhisper_core::clock::ManualClock;
+use stagewhisper_core::events::Change;
 use stagewhisper_core::{App, Config};
 use std::future::Future;
 use std::path::Path;
@@ -818,9 +819,10 @@ async fn a_whole_call_goes_through_sealed_jobs_and_survives_a_restart() {
         .await
         .expect("an event after the test reply")
         .unwrap();
-    let data: Value = serde_json::from_str(&ev.json).unwrap();
-    assert_eq!(ev.event_type, "assistant_status", "{data}");
-    assert_eq!(data["assistant"]["kind"], "byo", "{data}");
+    let Change::AssistantStatus { assistant, .. } = &ev.change else {
+        panic!("not an assistant status: {}", ev.json);
+    };
+    assert_eq!(assistant.kind, "byo", "{}", ev.json);
     let (s, v) = api(&app, Method::POST, "/api/assistant/byo/probe", Value::Null).await;
     assert_eq!(s, 202, "{v}");
     stream.next_of("capability_probe").await;

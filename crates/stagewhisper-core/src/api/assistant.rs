@@ -11,7 +11,8 @@
 //! | `POST /api/assistant/check` | `200` the view, after checking now |
 
 use super::ApiState;
-use crate::answers::{double_option, ApiError, ApiResult, ErrorDoc, JsonBody, Reply};
+use crate::answers::{ApiError, ApiResult, ErrorDoc, JsonBody, Reply};
+use crate::model::double_option;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

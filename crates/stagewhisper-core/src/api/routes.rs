@@ -49,7 +49,7 @@ pub struct NewSession {
 pub struct SessionPatch {
     /// The new title (`null` or blank: untitled; at most 200 characters). Required: a patch
     /// without it would change nothing.
-    #[serde(default, deserialize_with = "crate::answers::double_option")]
+    #[serde(default, deserialize_with = "crate::model::double_option")]
     #[schema(value_type = Option<String>, required = true)]
     pub title: Option<Option<String>>,
 }
@@ -402,10 +402,10 @@ async fn stream_from(api: &ApiState, cursor: Option<i64>) -> Result<Response, Ap
                 e = sub.next() => match e {
                     // A live-only event has no cursor: no `id:` line, so the reader's
                     // Last-Event-ID stays that of the last logged event.
-                    Ok(e) if e.is_live() => Event::default().event(&e.event_type).data(&e.json),
+                    Ok(e) if e.is_live() => Event::default().event(e.event_type()).data(&e.json),
                     Ok(e) => Event::default()
                         .id(e.id.to_string())
-                        .event(&e.event_type)
+                        .event(e.event_type())
                         .data(&e.json),
                     Err(err) => {
                         tracing::warn!(error = %err, "event stream read failed; retrying");

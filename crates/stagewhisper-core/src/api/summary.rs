@@ -84,7 +84,7 @@ mod tests {
     fn call() -> SessionView {
         SessionView {
             session_id: "c".into(),
-            kind: "chat",
+            kind: "chat".into(),
             is_call: true,
             title: Some("Acme".into()),
             created_at: String::new(),

@@ -30,6 +30,7 @@ use crate::answers::ApiError;
 use crate::assistants::state::{AssistantState, PreludeRecord, PreludeState, StateFile};
 use crate::clock::{fmt_time, SharedClock};
 use crate::conversation::{Conversation, CoreError, Outcome};
+use crate::events::{AssistantStatusView, Change};
 use crate::http::{Resp, Shutdown};
 use crate::protocol::Callback;
 use crate::tokens::write_secret;
@@ -327,10 +328,17 @@ impl AssistantContext {
     /// Logs an `assistant_status` event (the call bar follows it).
     pub fn status_event(&self, kind: &str, status: &str, detail: &str, checked_at: Option<&str>) {
         let conversation = self.conversation.clone();
-        let data = json!({"type": "assistant_status",
-            "assistant": {"kind": kind, "status": status, "detail": detail, "checked_at": checked_at}});
+        let change = Change::AssistantStatus {
+            session_id: None,
+            assistant: AssistantStatusView {
+                kind: kind.into(),
+                status: status.into(),
+                detail: detail.into(),
+                checked_at: checked_at.map(str::to_string),
+            },
+        };
         tokio::spawn(async move {
-            if let Err(e) = conversation.app_event(data).await {
+            if let Err(e) = conversation.app_event(change).await {
                 tracing::debug!(error = %e, "assistant status not logged");
             }
         });

@@ -17,9 +17,9 @@ use super::{Assistants, Attempt, Outgoing};
 use crate::assistants::state::PreludeState;
 use crate::backoff::{Backoff, Retries};
 use crate::conversation::{CoreError, DeliveryState, DeliveryUpdate};
+use crate::events::Change;
 use crate::model::{MessageKind, MessageRow};
 use crate::protocol::INSIGHTS_PREFIX;
-use serde_json::Value;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -521,46 +521,39 @@ pub(crate) async fn watch_conversation(a: Assistants, cursor: i64) {
                 continue;
             }
         };
-        match e.event_type.as_str() {
-            "message_added" | "message_updated"
-                if e.json.contains("\"kind\":\"user\"")
-                    && e.json.contains("\"delivery\":\"pending\"") =>
+        match &e.change {
+            Change::MessageAdded { message, .. } | Change::MessageUpdated { message, .. }
+                if message.kind == MessageKind::User
+                    && message.delivery.as_deref() == Some(DeliveryState::Pending.as_str()) =>
             {
                 ctx.wake_outbox();
             }
-            "transcript_added" => ctx.wake_outbox(),
-            "session_created" => {
-                let v: Value = serde_json::from_str(&e.json).unwrap_or_default();
-                if v["session"]["is_call"] == true && a.is_configured() {
-                    if let Some(id) = v["session_id"].as_str() {
-                        if ctx.ensure_prelude(id) {
-                            ctx.wake_outbox();
-                        }
-                    }
-                }
+            Change::TranscriptAdded { .. } => ctx.wake_outbox(),
+            // A new call gets its prelude record (once), an ended one its "call ended" record.
+            Change::SessionCreated {
+                session_id,
+                session,
+            } if session.is_call && a.is_configured() && ctx.ensure_prelude(session_id) => {
+                ctx.wake_outbox();
             }
-            "session_updated" => {
-                let v: Value = serde_json::from_str(&e.json).unwrap_or_default();
-                let s = &v["session"];
-                if s["is_call"] == true && !s["ended_at"].is_null() && a.is_configured() {
-                    if let Some(id) = v["session_id"].as_str() {
-                        if ctx.ensure_call_end(id) {
-                            ctx.wake_outbox();
-                        }
-                    }
-                }
+            Change::SessionUpdated {
+                session_id,
+                session,
+            } if session.is_call
+                && session.ended_at.is_some()
+                && a.is_configured()
+                && ctx.ensure_call_end(session_id) =>
+            {
+                ctx.wake_outbox();
             }
-            "session_deleted" => {
-                let v: Value = serde_json::from_str(&e.json).unwrap_or_default();
-                if let Some(id) = v["session_id"].as_str() {
-                    ctx.with_state(|st| {
-                        let a = st.preludes.remove(id).is_some();
-                        let b = st.call_ends.remove(id).is_some();
-                        ((), a || b)
-                    });
-                    for k in a.all_kinds() {
-                        k.session_deleted(id);
-                    }
+            Change::SessionDeleted { session_id } => {
+                ctx.with_state(|st| {
+                    let a = st.preludes.remove(session_id).is_some();
+                    let b = st.call_ends.remove(session_id).is_some();
+                    ((), a || b)
+                });
+                for k in a.all_kinds() {
+                    k.session_deleted(session_id);
                 }
             }
             _ => {}

@@ -29,12 +29,11 @@ use super::rules::permissions::Settled;
 use super::rules::Rules;
 use super::{CoreError, DeliveryUpdate, Outcome, Settings};
 use crate::clock::SharedClock;
-use crate::events::{Event, EventHub};
+use crate::events::{Change, Event, EventHub};
 use crate::model::{MessageRow, MessageView, SessionView, TranscriptView, TypingView};
 use crate::protocol::Callback;
 use crate::store::writer::{Payload, Unit, WriterHandle};
 use crate::store::{load, Op, StoreError};
-use serde_json::Value;
 use sqlx::sqlite::SqliteConnection;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -105,7 +104,7 @@ pub(super) enum Cmd {
     },
     /// An app-wide event (not about one session), e.g. the assistant link's status.
     AppEvent {
-        data: Value,
+        change: Box<Change>,
         reply: Reply<()>,
     },
     Tick,
@@ -617,8 +616,8 @@ impl Actor {
             Cmd::PermissionCard { request_id, reply } => {
                 finish(reply, Ok(rules.permission_card(&request_id)))
             }
-            Cmd::AppEvent { data, reply } => {
-                rules.app_event(data, events);
+            Cmd::AppEvent { change, reply } => {
+                rules.app_event(*change, events);
                 finish(reply, Ok(()))
             }
             Cmd::Tick => {

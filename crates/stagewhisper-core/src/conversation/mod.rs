@@ -33,14 +33,13 @@ pub use rules::permissions::{Settled, SETTLED_STATES};
 pub use rules::{drafts, typing};
 
 use crate::clock::SharedClock;
-use crate::events::EventHub;
+use crate::events::{Change, EventHub};
 use crate::model::{
     InsightView, MessageKind, MessageRow, MessageView, SessionView, TranscriptView, TypingView,
 };
 use crate::protocol::{Callback, INSIGHTS_PREFIX};
 use crate::store::{SessionRecord, Store, StoreError};
 use actor::{Cmd, Reply};
-use serde_json::Value;
 use sqlx::sqlite::SqliteConnection;
 use tokio::sync::oneshot;
 
@@ -345,8 +344,12 @@ impl Conversation {
     /// Logs an app-wide event: `data` is a JSON object with a `type` (the log adds `id` and a
     /// null `session_id`). Used for state that lives outside the conversation, such as the
     /// assistant link's status, so every view learns it from the one event stream.
-    pub async fn app_event(&self, data: Value) -> Result<(), CoreError> {
-        self.call(|reply| Cmd::AppEvent { data, reply }).await
+    pub async fn app_event(&self, change: Change) -> Result<(), CoreError> {
+        self.call(|reply| Cmd::AppEvent {
+            change: Box::new(change),
+            reply,
+        })
+        .await
     }
 
     /// Outgoing entries still to deliver, oldest first.
@@ -466,7 +469,7 @@ pub(crate) fn micros_of(t: &str) -> i64 {
 pub(crate) fn session_view(s: &SessionRecord) -> SessionView {
     SessionView {
         session_id: s.session_id.clone(),
-        kind: "chat",
+        kind: "chat".into(),
         is_call: s.is_call,
         title: s.title.clone(),
         created_at: s.created_at.clone(),

@@ -5,7 +5,7 @@ use crate::clock::ManualClock;
 use crate::protocol::parse_callback;
 use crate::store::load;
 use chrono::DateTime;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::sync::Arc;
 
 const TASK: &str = "3dac4154-7224-4cd4-88a0-14428dc826d7";
@@ -593,11 +593,13 @@ async fn live_events_reach_followers_without_moving_the_cursor_and_are_never_rep
     let s = c.create_session(true, None).await.unwrap().session_id;
     let logged = sub.next().await.unwrap();
     assert!(!logged.is_live());
-    c.hub()
-        .publish_live("audio_level", json!({"mic": 0.5, "system": null}));
+    c.hub().publish_live(Change::AudioLevel {
+        mic: Some(0.5),
+        system: None,
+    });
     let live = sub.next().await.unwrap();
     assert!(live.is_live(), "{live:?}");
-    assert_eq!(live.event_type, "audio_level");
+    assert_eq!(live.event_type(), "audio_level");
     let v: serde_json::Value = serde_json::from_str(&live.json).unwrap();
     assert_eq!(
         (v["type"].as_str(), &v["live"]),

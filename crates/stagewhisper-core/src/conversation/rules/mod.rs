@@ -31,13 +31,12 @@ pub mod typing;
 use super::index::{FastHash, Indexes, SessionIndex};
 use super::{micros_of, Settings};
 use crate::clock::{fmt_time, SharedClock};
-use crate::events::Event;
-use crate::model::{InsightView, MessageJson, MessageKind, MessageRow, TypingView};
+use crate::events::{Change, Event};
+use crate::model::{InsightView, MessageKind, MessageRow, MessageView, TypingView};
 use crate::protocol::{Callback, Status, INSIGHTS_PREFIX};
 use crate::store::{Op, SessionRecord};
 use chrono::{DateTime, Utc};
 use drafts::{Draft, DraftKey};
-use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 use typing::TypingTracker;
@@ -81,7 +80,7 @@ fn logs_itself(row: &MessageRow, route: &Route) -> bool {
 
 /// What [`Rules::emit_row`] reports about a row.
 #[derive(Clone, Copy)]
-enum Change {
+enum RowChange {
     Added { logged: bool },
     Updated,
 }
@@ -227,41 +226,22 @@ impl Rules {
     }
 
     /// Logs an event (written with the batch, published after the commit).
-    fn emit(&mut self, events: &mut Vec<Event>, log_session: &str, mut data: Value) {
+    fn emit(&mut self, events: &mut Vec<Event>, log_session: &str, change: Change) {
         let id = self.state.take_id();
-        let event_type = data
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("unknown")
-            .to_string();
-        if let Some(o) = data.as_object_mut() {
-            o.insert("id".into(), id.into());
-        }
-        self.push_event(events, id, &event_type, Some(log_session), data.to_string());
+        self.push_event(events, Event::logged(id, change), Some(log_session));
     }
 
     /// `log_session`: the session the logged event belongs to; `None` for a row that is its
     /// own event (nothing more is written).
-    fn push_event(
-        &mut self,
-        events: &mut Vec<Event>,
-        id: i64,
-        ty: &str,
-        log_session: Option<&str>,
-        json: String,
-    ) {
+    fn push_event(&mut self, events: &mut Vec<Event>, event: Event, log_session: Option<&str>) {
         if let Some(session) = log_session {
             self.ops.push(Op::InsertEvent {
-                id,
+                id: event.id,
                 session_id: session.to_string(),
-                data: json.clone(),
+                data: event.json.clone(),
             });
         }
-        events.push(Event {
-            id,
-            event_type: ty.to_string(),
-            json,
-        });
+        events.push(event);
     }
 
     fn route(&self, session_id: &str) -> Option<Route> {
@@ -330,7 +310,7 @@ impl Rules {
         }
         self.idx(&row.session_id).add(&row);
         if !row.hidden {
-            self.emit_row(events, &row, route, Change::Added { logged });
+            self.emit_row(events, &row, route, RowChange::Added { logged });
         }
         if row.draft {
             self.state.draft_rows.insert(row.id, row.clone());
@@ -338,44 +318,35 @@ impl Rules {
         self.ops.push(Op::InsertMessage { row, logged });
     }
 
-    /// `Change::Added { logged: true }`: the row is its own event (decided by `insert_row`,
+    /// `RowChange::Added { logged: true }`: the row is its own event (decided by `insert_row`,
     /// which gave it the newest id).
     fn emit_row(
         &mut self,
         events: &mut Vec<Event>,
         row: &MessageRow,
         route: &Route,
-        change: Change,
+        change: RowChange,
     ) {
-        let added = matches!(change, Change::Added { .. });
-        let (data, log_session) = match route {
+        let added = matches!(change, RowChange::Added { .. });
+        match route {
             Route::Chat => {
-                // The hot path: serialized straight from the view, no JSON tree.
-                #[derive(serde::Serialize)]
-                struct MessageEvent<'a> {
-                    id: i64,
-                    #[serde(rename = "type")]
-                    ty: &'a str,
-                    session_id: &'a str,
-                    message: MessageJson<'a>,
-                }
-                let logged = matches!(change, Change::Added { logged: true });
+                let logged = matches!(change, RowChange::Added { logged: true });
                 let id = if logged { row.id } else { self.state.take_id() };
-                let ty = if added {
-                    "message_added"
+                let session_id = row.session_id.clone();
+                let message = MessageView::from(row);
+                let change = if added {
+                    Change::MessageAdded {
+                        session_id,
+                        message,
+                    }
                 } else {
-                    "message_updated"
+                    Change::MessageUpdated {
+                        session_id,
+                        message,
+                    }
                 };
-                let json = serde_json::to_string(&MessageEvent {
-                    id,
-                    ty,
-                    session_id: &row.session_id,
-                    message: MessageJson(row),
-                })
-                .expect("serializable");
                 let log_session = (!logged).then_some(row.session_id.as_str());
-                self.push_event(events, id, ty, log_session, json);
-                return;
+                self.push_event(events, Event::logged(id, change), log_session);
             }
             Route::Insights { call_id } => {
                 let start = self
@@ -384,14 +355,22 @@ impl Rules {
                     .get(call_id)
                     .map(|s| micros_of(&s.created_at))
                     .unwrap_or(0);
-                (
-                    json!({"type": if added {"insight_added"} else {"insight_updated"},
-                        "session_id": call_id, "insight": InsightView::from_row(row, call_id, start)}),
-                    call_id.clone(),
-                )
+                let session_id = call_id.clone();
+                let insight = InsightView::from_row(row, call_id, start);
+                let change = if added {
+                    Change::InsightAdded {
+                        session_id,
+                        insight,
+                    }
+                } else {
+                    Change::InsightUpdated {
+                        session_id,
+                        insight,
+                    }
+                };
+                self.emit(events, call_id, change);
             }
-        };
-        self.emit(events, &log_session, data);
+        }
     }
 }
 
@@ -400,8 +379,8 @@ impl Rules {
 /// indicators are such events: they are worth showing while they last and worthless after, and
 /// a view that (re)connects reads the current ones from `GET /api/sessions/{id}/typing`. A
 /// `typing` callback alone therefore writes nothing to disk.
-fn emit_live(events: &mut Vec<Event>, event_type: &str, data: Value) {
-    events.push(Event::live(event_type, data));
+fn emit_live(events: &mut Vec<Event>, change: Change) {
+    events.push(Event::live(change));
 }
 
 fn typing_view(session_id: &str, scope: &str, lease: &typing::Lease) -> TypingView {

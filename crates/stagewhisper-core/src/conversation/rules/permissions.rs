@@ -8,7 +8,7 @@
 //! The cards this run has touched are kept by request id; the actor loads a stored one
 //! before a batch that names it ([`Rules::needs_permission`]).
 
-use super::{Change, Route, Rules};
+use super::{Route, RowChange, Rules};
 use crate::conversation::CoreError;
 use crate::events::Event;
 use crate::model::{MessageKind, MessageRow, MessageView, PermissionCard};
@@ -98,7 +98,7 @@ impl Rules {
         card.state = state.to_string();
         card.resolver = resolver;
         let row = row.clone();
-        self.emit_row(events, &row, &Route::Chat, Change::Updated);
+        self.emit_row(events, &row, &Route::Chat, RowChange::Updated);
         let view = MessageView::from(&row);
         self.ops.push(Op::UpdateMessage(row));
         Ok(Settled::Now(view))

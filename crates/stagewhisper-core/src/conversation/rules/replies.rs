@@ -13,16 +13,15 @@
 //!   go; an open draft settles as it is.
 
 use super::drafts::{Draft, DraftKey};
-use super::{emit_live, typing, typing_view, Change, Route, Rules};
+use super::{emit_live, typing, typing_view, Route, RowChange, Rules};
 use crate::clock::fmt_time;
 use crate::conversation::index::hash_hex;
 use crate::conversation::Outcome;
-use crate::events::Event;
+use crate::events::{Change, Event};
 use crate::model::MessageKind;
 use crate::protocol::{clean_text, has_draft_cursor, is_none_reply, Callback, Status};
 use crate::store::Op;
 use chrono::{DateTime, Utc};
-use serde_json::json;
 use typing::Touch;
 
 impl Rules {
@@ -51,9 +50,14 @@ impl Rules {
                         .get(&cb.session_id, cb.scope())
                         .cloned()
                         .expect("just touched");
-                    let data = json!({"session_id": cb.session_id,
-                        "typing": typing_view(&cb.session_id, cb.scope(), &lease)});
-                    emit_live(events, "typing_started", data);
+                    let typing = typing_view(&cb.session_id, cb.scope(), &lease);
+                    emit_live(
+                        events,
+                        Change::TypingStarted {
+                            session_id: cb.session_id.clone(),
+                            typing,
+                        },
+                    );
                 }
                 Outcome::Applied
             }
@@ -178,7 +182,7 @@ impl Rules {
                     row.hidden = hidden;
                     self.idx(&cb.session_id).add(&row);
                     if !hidden {
-                        self.emit_row(events, &row, route, Change::Updated);
+                        self.emit_row(events, &row, route, RowChange::Updated);
                     }
                     self.ops.push(Op::UpdateMessage(row));
                 }
@@ -302,7 +306,7 @@ impl Rules {
                 row.text = text.clone();
                 let row = row.clone();
                 self.state.drafts.get_mut(key).expect("exists").shown = text;
-                self.emit_row(events, &row, &Route::Chat, Change::Updated);
+                self.emit_row(events, &row, &Route::Chat, RowChange::Updated);
                 self.ops.push(Op::UpdateMessage(row));
             }
             None => {
@@ -351,15 +355,23 @@ impl Rules {
         if let Some(id) = row {
             self.state.draft_rows.remove(&id);
             self.ops.push(Op::DeleteMessage(id));
-            let (ty, sid) = match route {
-                Route::Chat => ("message_removed", key.0.clone()),
-                Route::Insights { call_id } => ("insight_removed", call_id.clone()),
+            let (change, sid) = match route {
+                Route::Chat => (
+                    Change::MessageRemoved {
+                        session_id: key.0.clone(),
+                        message_id: id,
+                    },
+                    key.0.clone(),
+                ),
+                Route::Insights { call_id } => (
+                    Change::InsightRemoved {
+                        session_id: call_id.clone(),
+                        message_id: id,
+                    },
+                    call_id.clone(),
+                ),
             };
-            self.emit(
-                events,
-                &sid,
-                json!({"type": ty, "session_id": sid, "message_id": id}),
-            );
+            self.emit(events, &sid, change);
         }
     }
 
@@ -371,9 +383,15 @@ impl Rules {
         reason: &str,
     ) {
         if let Some(lease) = self.state.typing.clear(session_id, scope) {
-            let data = json!({"session_id": session_id, "reason": reason,
-                "typing": typing_view(session_id, scope, &lease)});
-            emit_live(events, "typing_stopped", data);
+            let typing = typing_view(session_id, scope, &lease);
+            emit_live(
+                events,
+                Change::TypingStopped {
+                    session_id: session_id.to_string(),
+                    reason: reason.to_string(),
+                    typing,
+                },
+            );
         }
     }
 
@@ -386,9 +404,15 @@ impl Rules {
                 since_ms: now_ms,
                 expires_ms: now_ms,
             };
-            let data = json!({"session_id": session, "reason": "timeout",
-                "typing": typing_view(&session, &scope, &lease)});
-            emit_live(events, "typing_stopped", data);
+            let typing = typing_view(&session, &scope, &lease);
+            emit_live(
+                events,
+                Change::TypingStopped {
+                    session_id: session,
+                    reason: "timeout".into(),
+                    typing,
+                },
+            );
         }
         let timeout = self.settings.typing_timeout_ms;
         let due: Vec<(String, DraftKey)> = self
@@ -435,9 +459,12 @@ impl Rules {
             .is_some_and(|i| i.has_content(&content_key));
         if dup {
             self.ops.push(Op::DeleteMessage(row.id));
-            let data = json!({"type": "message_removed", "session_id": row.session_id, "message_id": row.id});
             let sid = row.session_id.clone();
-            self.emit(events, &sid, data);
+            let change = Change::MessageRemoved {
+                session_id: sid.clone(),
+                message_id: row.id,
+            };
+            self.emit(events, &sid, change);
             return;
         }
         row.draft = false;
@@ -446,7 +473,7 @@ impl Rules {
         if let Some(i) = self.index.get_mut(&row.session_id) {
             i.add(&row);
         }
-        self.emit_row(events, &row, &Route::Chat, Change::Updated);
+        self.emit_row(events, &row, &Route::Chat, RowChange::Updated);
         self.ops.push(Op::UpdateMessage(row));
     }
 }

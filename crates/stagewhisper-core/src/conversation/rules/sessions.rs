@@ -4,15 +4,15 @@
 //! callbacks get `session_ended`), user messages and transcript turns (outgoing entries whose
 //! delivery the assistant link reports), and app-wide events.
 
-use super::{typing_view, Change, Route, Rules};
+use super::{typing_view, Route, RowChange, Rules};
 use crate::clock::fmt_time;
 use crate::conversation::index::SessionIndex;
 use crate::conversation::{micros_of, session_view, CoreError, DeliveryState, DeliveryUpdate};
-use crate::events::Event;
+use crate::events::{Change, Event};
 use crate::model::{MessageKind, MessageRow, MessageView, SessionView, TranscriptView, TypingView};
 use crate::protocol::INSIGHTS_PREFIX;
 use crate::store::{Op, SessionRecord};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::Arc;
 
 impl Rules {
@@ -57,8 +57,11 @@ impl Rules {
         }
         sessions.insert(id.clone(), chat.clone());
         let view = session_view(&chat);
-        let data = json!({"type": "session_created", "session_id": id, "session": view});
-        self.emit(events, &id, data);
+        let change = Change::SessionCreated {
+            session_id: id.clone(),
+            session: view.clone(),
+        };
+        self.emit(events, &id, change);
         view
     }
 
@@ -96,8 +99,11 @@ impl Rules {
             }
         }
         let view = session_view(&sessions[session_id]);
-        let data = json!({"type": "session_updated", "session_id": session_id, "session": view});
-        self.emit(events, session_id, data);
+        let change = Change::SessionUpdated {
+            session_id: session_id.to_string(),
+            session: view.clone(),
+        };
+        self.emit(events, session_id, change);
         Ok(view)
     }
 
@@ -126,8 +132,11 @@ impl Rules {
             id: session_id.to_string(),
             title,
         });
-        let data = json!({"type": "session_updated", "session_id": session_id, "session": view});
-        self.emit(events, session_id, data);
+        let change = Change::SessionUpdated {
+            session_id: session_id.to_string(),
+            session: view.clone(),
+        };
+        self.emit(events, session_id, change);
         Ok(view)
     }
 
@@ -157,8 +166,10 @@ impl Rules {
             .draft_rows
             .retain(|_, r| r.session_id != session_id && r.session_id != insights_id);
         let events_before = self.state.next_id;
-        let data = json!({"type": "session_deleted", "session_id": session_id});
-        self.emit(events, session_id, data);
+        let change = Change::SessionDeleted {
+            session_id: session_id.to_string(),
+        };
+        self.emit(events, session_id, change);
         self.ops.push(Op::DeleteSessions {
             ids: ids.to_vec(),
             at: now,
@@ -219,11 +230,11 @@ impl Rules {
             .filter(|s| !s.is_empty());
         row.delivery = Some(DeliveryState::Pending.as_str().into());
         let view = TranscriptView::from_row(&row, session_id, start);
-        self.emit(
-            events,
-            session_id,
-            json!({"type": "transcript_added", "session_id": session_id, "transcript": view}),
-        );
+        let change = Change::TranscriptAdded {
+            session_id: session_id.to_string(),
+            transcript: view.clone(),
+        };
+        self.emit(events, session_id, change);
         self.ops.push(Op::InsertMessage { row, logged: false });
         Ok(view)
     }
@@ -262,13 +273,13 @@ impl Rules {
                 .map(|s| micros_of(&s.created_at))
                 .unwrap_or(0);
             let view = TranscriptView::from_row(&row, &call_id, start);
-            self.emit(
-                events,
-                &call_id,
-                json!({"type": "transcript_updated", "session_id": call_id, "transcript": view}),
-            );
+            let change = Change::TranscriptUpdated {
+                session_id: call_id.clone(),
+                transcript: view,
+            };
+            self.emit(events, &call_id, change);
         } else {
-            self.emit_row(events, &row, &Route::Chat, Change::Updated);
+            self.emit_row(events, &row, &Route::Chat, RowChange::Updated);
         }
         self.ops.push(Op::UpdateMessage(row));
         Ok(())
@@ -284,11 +295,8 @@ impl Rules {
             .collect()
     }
 
-    /// An app-wide event (`data` has a `type`; it gets a null `session_id`).
-    pub fn app_event(&mut self, mut data: Value, events: &mut Vec<Event>) {
-        if let Some(o) = data.as_object_mut() {
-            o.insert("session_id".into(), Value::Null);
-        }
-        self.emit(events, "", data);
+    /// An app-wide event (logged under no session).
+    pub fn app_event(&mut self, change: Change, events: &mut Vec<Event>) {
+        self.emit(events, "", change);
     }
 }
