@@ -14,6 +14,7 @@
 //!   the [`audio::Ears`] trait, and the one path a heard turn takes into the conversation;
 //! - [`transcript`]: transcript files (WebVTT, SRT, JSONL) and the replay client;
 //! - [`datadir`]: one process per data dir (an exclusive lock held while the app runs);
+//! - [`net`]: the connector the network clients share (TCP, and TLS on top);
 //! - [`tokens`]: secrets; [`backoff`]: when every retrying part tries again; [`faults`]: test-only
 //!   fault injection; [`app`]: wiring it all together.
 
@@ -39,6 +40,7 @@ pub mod hub;
 pub mod links;
 pub mod listener;
 pub mod model;
+pub mod net;
 pub mod protocol;
 pub mod store;
 pub mod tokens;

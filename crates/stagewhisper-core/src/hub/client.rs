@@ -27,7 +27,8 @@ use super::frames::{
 };
 use crate::backoff::Backoff;
 use crate::http::Shutdown;
-use crate::tunnel::net::{self, Failure, Io};
+use crate::net::connect::{self, Io};
+use crate::tunnel::net::{self, Failure};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use http_body_util::{BodyExt, Empty, Limited};
@@ -1272,29 +1273,21 @@ fn human(d: Duration) -> String {
     }
 }
 
-/// TCP (+ TLS for `https`), bounded by `timeout`.
+/// TCP (+ TLS for `https`), each step bounded by `timeout`.
 async fn open_stream(url: &HubUrl, timeout: Duration) -> Result<Box<dyn Io>, HubError> {
-    let addrs = net::resolve(&url.host, url.port, timeout, "the hub")
+    connect::open(&url.host, url.port, url.tls, timeout)
         .await
-        .map_err(HubError::Network)?;
-    let tcp = net::connect(&addrs, &url.authority, timeout, "the hub")
-        .await
-        .map_err(HubError::Network)?;
-    if url.tls {
-        let tls = net::tls(
-            net::client_config(net::native_roots()),
-            &url.host,
-            tcp,
-            timeout,
-            "the hub",
-            "Check the hub URL.",
-        )
-        .await
-        .map_err(HubError::Network)?;
-        Ok(Box::new(tls))
-    } else {
-        Ok(Box::new(tcp))
-    }
+        .map_err(|e| {
+            HubError::Network(net::failure(
+                e,
+                &net::Peer {
+                    host: &url.host,
+                    display: &url.authority,
+                    what: "the hub",
+                    hint: "Check the hub URL.",
+                },
+            ))
+        })
 }
 
 /// Opens `/cli` with the bearer token on the upgrade. The upgrade is made with hyper, not by

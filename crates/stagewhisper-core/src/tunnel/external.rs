@@ -220,7 +220,7 @@ async fn send(
     let io: Box<dyn Io> = if origin.is_https() {
         Box::new(
             net::tls(
-                net::client_config(net::native_roots()),
+                crate::net::connect::app_client_config(),
                 origin.host(),
                 tcp,
                 t.step,

@@ -1,0 +1,3 @@
+//! Outgoing network connections: the connector the network clients share.
+
+pub mod connect;
