@@ -4,11 +4,15 @@
 //! - [`listener`]: the loopback callback listener (`POST /tasks/{task_id}`); [`conns`]: both
 //!   listeners' connection limits (who may hold a connection, for how long);
 //! - [`conversation`]: the rules and the one writer of conversation state (timers via [`clock`]);
-//! - [`store`]: SQLite (sqlx) with group commit; [`events`]: the change log with cursors;
-//! - [`api`]: the control API + web UI for the browser and the desktop shell;
-//! - [`assistants`]: one trait for every assistant kind, the generic outbox, the manager and
-//!   the provider registry; [`links`]: the `incoming` kind (`POST /v1/incoming`, status,
-//!   `/v1/events` fallback);
+//! - [`store`]: SQLite (sqlx) with group commit; [`events`]: the change log with cursors, and
+//!   [`events::Change`], every event type as one enum; [`model`]: the views the API and the
+//!   events carry;
+//! - [`api`]: the control API + web UI for the browser and the desktop shell (its route table
+//!   names no assistant kind); [`answers`]: what every control route answers and reads;
+//! - [`assistants`]: one trait for every assistant kind (its own control routes included), the
+//!   generic outbox, the manager and the provider registry; [`links`]: the `incoming` kind
+//!   (`POST /v1/incoming`, status, `/v1/events` fallback);
+//! - [`net`]: outgoing connections (the one TCP/TLS connector);
 //! - [`byo`]: the BYO relay kind (end-to-end encrypted envelopes, replay guard);
 //! - [`audio`]: the seam to the audio pipeline (crate `stagewhisper-audio`): the routes' shapes,
 //!   the [`audio::Ears`] trait, and the one path a heard turn takes into the conversation;
