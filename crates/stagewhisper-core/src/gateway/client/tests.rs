@@ -2,10 +2,16 @@
 //! The fake checks every `connect` signature the way the gateway does.
 
 use super::*;
-use crate::gateway::frames::{parse_outbound, Outbound};
-use crate::gateway::identity::verify;
+use crate::gateway::frames::{parse_outbound, ConnectAuth, ConnectParams, Outbound, Request};
+use crate::gateway::identity::{verify, SignedFields};
+use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
+use std::sync::Mutex;
 use tokio::net::TcpListener;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
 
 #[derive(Clone)]
 enum Act {

@@ -1,7 +1,11 @@
 //! Watched messages ([`GatewayHandle::watch`](super::GatewayHandle::watch)): sent before this
 //! client started, reply still missing. Only `chat.history` is read for them, never `chat.send`.
 
-use super::{backfill, EntryState, GatewayError, HistoryFinding, Rpc, Shared, HISTORY_LIMIT};
+use super::delivery::backfill;
+use super::online::Rpc;
+use super::registry::{EntryState, Shared};
+use super::{GatewayError, HISTORY_LIMIT};
+use crate::gateway::frames::HistoryFinding;
 use std::collections::HashMap;
 use tokio::time::Instant;
 
