@@ -1,18 +1,17 @@
-//! A small HTTP/1.1 client (hyper) for talking to a loopback assistant and to the app's own
-//! control API: one connection per request (a handful of requests a minute needs no pool),
-//! bounded connect and response times, whole JSON bodies or a streamed body for SSE.
+//! The HTTP client for talking to a loopback assistant and to the app's own control API: one
+//! connection per request (a handful of requests a minute needs no pool), bounded connect and
+//! response times, whole JSON bodies or a streamed body for SSE. The transport is the app's one
+//! outgoing HTTP client ([`crate::net::http`]).
 //!
 //! Only `http://` URLs whose host is loopback (`127.0.0.0/8`, `::1`, `localhost`) are accepted:
 //! the relay token travels in clear text, so it must never leave the machine.
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
-use hyper::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
-use hyper::{Method, Request, StatusCode};
-use hyper_util::rt::TokioIo;
+use crate::net::http as net_http;
+use bytes::{Bytes, BytesMut};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
+use hyper::http::uri::PathAndQuery;
+use hyper::{Method, StatusCode};
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 /// Largest response body read whole (SSE streams are read incrementally instead).
 pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
@@ -122,8 +121,9 @@ pub enum ClientError {
     ConnectTimeout(Duration),
     #[error("no answer within {0:?}")]
     Timeout(Duration),
-    #[error("the connection failed: {0}")]
-    Http(#[from] hyper::Error),
+    /// The HTTP exchange broke (named by hyper's own message, as [`net_http::cause`] finds it).
+    #[error("the connection failed: {}", net_http::cause(.0))]
+    Http(reqwest::Error),
     #[error("the answer is larger than {MAX_RESPONSE_BYTES} bytes")]
     TooLarge,
     #[error("bad request: {0}")]
@@ -208,78 +208,87 @@ impl Default for Timeouts {
     }
 }
 
-async fn connect(ep: &Endpoint, t: Timeouts) -> Result<TcpStream, ClientError> {
-    match tokio::time::timeout(t.connect, TcpStream::connect((ep.host.as_str(), ep.port))).await {
-        Err(_) => Err(ClientError::ConnectTimeout(t.connect)),
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            Err(ClientError::Refused)
+impl ClientError {
+    /// Names a failed reqwest exchange the way callers know: refused, other connect failures
+    /// (with the OS error), no connection in time, a broken exchange.
+    fn from_reqwest(e: reqwest::Error, t: Timeouts) -> ClientError {
+        if e.is_builder() {
+            return ClientError::Build(net_http::cause(&e));
         }
-        Ok(Err(e)) => Err(ClientError::Connect(e)),
-        Ok(Ok(s)) => {
-            let _ = s.set_nodelay(true);
-            Ok(s)
+        if !e.is_connect() {
+            return ClientError::Http(e);
+        }
+        if e.is_timeout() {
+            return ClientError::ConnectTimeout(t.connect);
+        }
+        match net_http::io_error(&e) {
+            Some(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => ClientError::Refused,
+            Some(io) => ClientError::Connect(net_http::copy_io_error(io)),
+            None => ClientError::Connect(std::io::Error::other(net_http::cause(&e))),
         }
     }
 }
 
+/// Builds the request (the `Host` header as `host:port`, the token marked sensitive), then sends
+/// it and waits for the answer's headers.
 async fn start(
     ep: &Endpoint,
     call: Call<'_>,
     t: Timeouts,
-) -> Result<hyper::Response<Incoming>, ClientError> {
-    let stream = connect(ep, t).await?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!(error = %e, "client connection ended with an error");
-        }
-    });
-    let uri = format!("{}{}", ep.prefix, call.path);
-    let mut b = Request::builder()
-        .method(call.method)
-        .uri(uri)
-        .header(HOST, ep.authority.as_str());
+) -> Result<reqwest::Response, ClientError> {
+    let build = |e: hyper::http::Error| ClientError::Build(e.to_string());
+    // Checked as a request target first, so the URL parser below never rewrites it.
+    let target = format!("{}{}", ep.prefix, call.path);
+    PathAndQuery::try_from(target.as_str()).map_err(|e| build(e.into()))?;
+    let url = format!("http://{}{target}", ep.authority);
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        HOST,
+        HeaderValue::try_from(ep.authority.as_str()).map_err(|e| build(e.into()))?,
+    );
     if let Some(token) = call.bearer {
         let mut v = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
             ClientError::Build("the token has characters a header cannot carry".into())
         })?;
         v.set_sensitive(true);
-        b = b.header(AUTHORIZATION, v);
+        headers.insert(AUTHORIZATION, v);
     }
     for (name, value) in call.headers {
-        b = b.header(name, value);
+        let name = HeaderName::try_from(name).map_err(|e| build(e.into()))?;
+        let value = HeaderValue::try_from(value).map_err(|e| build(e.into()))?;
+        headers.append(name, value);
     }
-    let body = match call.json {
-        Some(j) => {
-            b = b.header(CONTENT_TYPE, "application/json");
-            Full::new(Bytes::from(j))
-        }
-        None => Full::new(Bytes::new()),
-    };
-    let req = b
-        .body(body)
-        .map_err(|e| ClientError::Build(e.to_string()))?;
-    Ok(sender.send_request(req).await?)
+    let client = net_http::builder(t.connect)
+        .build()
+        .map_err(|e| ClientError::Build(net_http::cause(&e)))?;
+    let mut req = client.request(call.method, url);
+    if let Some(j) = call.json {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        req = req.body(j);
+    }
+    req.headers(headers)
+        .send()
+        .await
+        .map_err(|e| ClientError::from_reqwest(e, t))
 }
 
 /// Sends one request and reads the whole answer within `t.response`.
 pub async fn send(ep: &Endpoint, call: Call<'_>, t: Timeouts) -> Result<Response, ClientError> {
     let fut = async {
-        let resp = start(ep, call, t).await?;
-        let (parts, body) = resp.into_parts();
-        let body = match Limited::new(body, MAX_RESPONSE_BYTES).collect().await {
-            Ok(c) => c.to_bytes(),
-            Err(e) => {
-                return Err(match e.downcast::<hyper::Error>() {
-                    Ok(h) => ClientError::Http(*h),
-                    Err(_) => ClientError::TooLarge,
-                })
+        let mut resp = start(ep, call, t).await?;
+        let status = resp.status();
+        let headers = std::mem::take(resp.headers_mut());
+        let mut body = BytesMut::new();
+        while let Some(chunk) = resp.chunk().await.map_err(ClientError::Http)? {
+            if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                return Err(ClientError::TooLarge);
             }
-        };
+            body.extend_from_slice(&chunk);
+        }
         Ok(Response {
-            status: parts.status,
-            headers: parts.headers,
-            body,
+            status,
+            headers,
+            body: body.freeze(),
         })
     };
     match tokio::time::timeout(t.connect + t.response, fut).await {
@@ -289,12 +298,12 @@ pub async fn send(ep: &Endpoint, call: Call<'_>, t: Timeouts) -> Result<Response
 }
 
 /// Sends one request and returns as soon as the headers arrived; the body is read by the caller
-/// (an SSE stream).
+/// (an SSE stream, with [`reqwest::Response::bytes_stream`]).
 pub async fn open(
     ep: &Endpoint,
     call: Call<'_>,
     t: Timeouts,
-) -> Result<hyper::Response<Incoming>, ClientError> {
+) -> Result<reqwest::Response, ClientError> {
     match tokio::time::timeout(t.connect + t.response, start(ep, call, t)).await {
         Ok(r) => r,
         Err(_) => Err(ClientError::Timeout(t.response)),

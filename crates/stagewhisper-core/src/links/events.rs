@@ -11,7 +11,8 @@ use crate::assistants::state::StreamRecord;
 use crate::backoff::{Backoff, Retries};
 use crate::conversation::{Conversation, CoreError, Outcome};
 use crate::protocol::{self, ProtocolError};
-use http_body_util::BodyExt;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
 use hyper::header::CONTENT_TYPE;
 use hyper::{Method, StatusCode};
 use std::sync::Arc;
@@ -155,7 +156,7 @@ impl Inner {
                     {
                         retries.reset();
                         tracing::debug!(%session_id, last_event_id = ?rec.last_event_id, "reading GET /v1/events");
-                        self.consume(&session_id, generation, resp.into_body())
+                        self.consume(&session_id, generation, resp.bytes_stream())
                             .await
                     }
                     StatusCode::NOT_FOUND => {
@@ -199,8 +200,9 @@ impl Inner {
         self: &Arc<Self>,
         session_id: &str,
         generation: u64,
-        mut body: hyper::body::Incoming,
+        body: impl Stream<Item = reqwest::Result<Bytes>>,
     ) -> StreamEnd {
+        let mut body = std::pin::pin!(body);
         let mut parser = SseParser::new();
         let idle_ms = self.settings.events_idle.as_millis() as i64;
         // Hermes sends a keep-alive every 20 s; silence for much longer means a dead stream.
@@ -210,20 +212,18 @@ impl Inner {
                 return StreamEnd::Stop;
             }
             let frame = tokio::select! {
-                f = tokio::time::timeout(read_timeout, body.frame()) => f,
+                f = tokio::time::timeout(read_timeout, body.next()) => f,
                 _ = self.shutdown.wait() => return StreamEnd::Stop,
             };
-            let frame = match frame {
+            let data = match frame {
                 Err(_) => return StreamEnd::Reconnect,
                 Ok(None) => return StreamEnd::Reconnect,
                 Ok(Some(Err(e))) => {
-                    tracing::debug!(%session_id, error = %e, "GET /v1/events stream broke");
+                    let error = crate::net::http::cause(&e);
+                    tracing::debug!(%session_id, %error, "GET /v1/events stream broke");
                     return StreamEnd::Reconnect;
                 }
-                Ok(Some(Ok(f))) => f,
-            };
-            let Ok(data) = frame.into_data() else {
-                continue;
+                Ok(Some(Ok(data))) => data,
             };
             for ev in parser.feed(&data) {
                 if !self.apply(session_id, ev).await {

@@ -1,0 +1,62 @@
+//! The one set-up of the app's outgoing HTTP requests (reqwest on hyper): the loopback
+//! assistant's client ([`crate::links::client`]) and the probe through a tunnel's public origin
+//! ([`crate::tunnel::external`]).
+//!
+//! Every request goes out on a fresh HTTP/1.1 connection (a handful of requests a minute needs
+//! no pool), straight to its host (no proxy from the environment: the loopback assistant and
+//! the user's own tunnel are reached directly), and its answer is taken as it comes (redirects
+//! are not followed: the assistants do not follow them either).
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+/// A client builder with the settings every outgoing request shares. `connect` bounds the
+/// connection: name lookup, TCP and, for https, the TLS handshake. No `User-Agent` unless the
+/// caller sets one; https callers hand over their TLS set-up with
+/// [`reqwest::ClientBuilder::use_preconfigured_tls`] (a `rustls::ClientConfig`).
+pub fn builder(connect: Duration) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .http1_only()
+        .connect_timeout(connect)
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .retry(reqwest::retry::never())
+        .pool_max_idle_per_host(0)
+        .tcp_nodelay(true)
+}
+
+/// What went wrong, in the words of the layer that failed: hyper's own message when the HTTP
+/// exchange broke, else the innermost cause (not reqwest's "error sending request for url").
+pub fn cause(e: &reqwest::Error) -> String {
+    let mut deepest: &(dyn StdError + 'static) = e;
+    let mut next = e.source();
+    while let Some(err) = next {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            return h.to_string();
+        }
+        deepest = err;
+        next = err.source();
+    }
+    deepest.to_string()
+}
+
+/// The operating system's error under a failed connection (refused, unreachable, …), if any.
+pub fn io_error(e: &reqwest::Error) -> Option<&std::io::Error> {
+    let mut next = e.source();
+    while let Some(err) = next {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return Some(io);
+        }
+        next = err.source();
+    }
+    None
+}
+
+/// A copy of an I/O error with the same kind and message (the original stays inside the
+/// reqwest error).
+pub fn copy_io_error(e: &std::io::Error) -> std::io::Error {
+    match e.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::new(e.kind(), e.to_string()),
+    }
+}
