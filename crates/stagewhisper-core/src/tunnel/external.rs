@@ -2,15 +2,16 @@
 //! a reverse proxy) to the callback listener and tells the app its public origin. The app
 //! checks it by sending a signed probe ([`super::probe`]) through that origin to itself.
 
-use super::net::{self, Failure, Io};
+use super::net::{self, secs, Failure};
 use super::probe::{IssuedProbe, ProbeResponder, PROBE_HEADER, PROBE_PATH};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper::header::{HeaderValue, CONNECTION, HOST, LOCATION, USER_AGENT};
-use hyper::{Request, StatusCode};
-use hyper_util::rt::TokioIo;
+use crate::net::connect::is_unreachable;
+use crate::net::http;
+use bytes::{Bytes, BytesMut};
+use hyper::header::{HeaderMap, HeaderValue, CONNECTION, HOST, LOCATION, USER_AGENT};
+use hyper::StatusCode;
 use std::fmt;
 use std::time::Duration;
+use tokio_rustls::rustls::pki_types::InvalidDnsNameError;
 
 /// A public origin: `scheme://host[:port]`, lowercase, the default port left out — the exact
 /// form the assistants compare `STAGEWHISPER_ALLOW_CALLBACK_URLS` entries with.
@@ -207,6 +208,9 @@ pub async fn verify(
     }
 }
 
+/// Largest probe answer read; a longer one counts as no body.
+const MAX_PROBE_ANSWER: usize = 64 * 1024;
+
 /// `GET {origin}/probe/{nonce}`: status, `Location`, body (≤ 64 KiB).
 async fn send(
     origin: &Origin,
@@ -215,39 +219,16 @@ async fn send(
 ) -> Result<(StatusCode, Option<String>, Bytes), Failure> {
     let what = "the tunnel URL";
     let addrs = net::resolve(origin.host(), origin.port(), t.step, what).await?;
-    let display = origin.to_string();
-    let tcp = net::connect(&addrs, &display, t.step, what).await?;
-    let io: Box<dyn Io> = if origin.is_https() {
-        Box::new(
-            net::tls(
-                crate::net::connect::app_client_config(),
-                origin.host(),
-                tcp,
-                t.step,
-                what,
-                "Is the certificate valid for this name (and trusted by this computer)?",
-            )
-            .await?,
-        )
-    } else {
-        Box::new(tcp)
-    };
-    let broken = |e: hyper::Error| {
-        Failure::new(
-            "probe_http_error",
-            format!("{origin} did not answer the probe with valid HTTP: {e}."),
-        )
-    };
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
-        .await
-        .map_err(broken)?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let mut req = Request::get(format!("{PROBE_PATH}{}", probe.nonce))
-        .body(Empty::<Bytes>::new())
-        .expect("valid request");
-    let h = req.headers_mut();
+    // The addresses just resolved are the ones connected to (no second lookup).
+    let mut builder = http::builder(t.step).resolve_to_addrs(origin.host(), &addrs);
+    if origin.is_https() {
+        let tls = crate::net::connect::app_client_config();
+        builder = builder.use_preconfigured_tls(tls.as_ref().clone());
+    }
+    let client = builder
+        .build()
+        .map_err(|e| connect_failure(origin, &e, t.step, what))?;
+    let mut h = HeaderMap::new();
     h.insert(
         HOST,
         HeaderValue::from_str(&origin.authority()).expect("valid host"),
@@ -260,19 +241,110 @@ async fn send(
     // (ngrok's free plan puts an interstitial page in front of browsers; never for this.)
     h.insert("ngrok-skip-browser-warning", HeaderValue::from_static("1"));
     h.insert(CONNECTION, HeaderValue::from_static("close"));
-    let resp = sender.send_request(req).await.map_err(broken)?;
+    let mut resp = client
+        .get(format!("{origin}{PROBE_PATH}{}", probe.nonce))
+        .headers(h)
+        .send()
+        .await
+        .map_err(|e| {
+            if e.is_connect() || e.is_builder() {
+                connect_failure(origin, &e, t.step, what)
+            } else {
+                Failure::new(
+                    "probe_http_error",
+                    format!(
+                        "{origin} did not answer the probe with valid HTTP: {}.",
+                        http::cause(&e)
+                    ),
+                )
+            }
+        })?;
     let status = resp.status();
     let location = resp
         .headers()
         .get(LOCATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let body = Limited::new(resp.into_body(), 64 * 1024)
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
-    Ok((status, location, body))
+    let mut body = BytesMut::new();
+    while let Ok(Some(chunk)) = resp.chunk().await {
+        if body.len() + chunk.len() > MAX_PROBE_ANSWER {
+            return Ok((status, location, Bytes::new()));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((status, location, body.freeze()))
+}
+
+/// Why no connection to `origin` was made, in the words the ngrok connector's TCP and TLS
+/// steps use (`connect` and `tls` in the tunnel's `net` module).
+fn connect_failure(origin: &Origin, e: &reqwest::Error, step: Duration, what: &str) -> Failure {
+    let display = origin.to_string();
+    let host = origin.host();
+    let mut io = None;
+    let mut tls = None;
+    let mut next = std::error::Error::source(e);
+    while let Some(err) = next {
+        if err.is::<InvalidDnsNameError>() {
+            return Failure::permanent(
+                "invalid_url",
+                format!("{host} is not a valid TLS server name"),
+            );
+        }
+        if let Some(outer) = err.downcast_ref::<std::io::Error>() {
+            // The TLS step wraps the handshake's own error in one more I/O error; a TCP error
+            // comes as the operating system gave it.
+            match outer
+                .get_ref()
+                .and_then(|i| i.downcast_ref::<std::io::Error>())
+            {
+                Some(inner) => tls = tls.or(Some(inner)),
+                None => io = io.or(Some(outer)),
+            }
+        }
+        next = err.source();
+    }
+    if let Some(e) = tls {
+        return Failure::new(
+            "tls_failed",
+            format!(
+                "TLS with {host} ({what}) failed: {e}. Is the certificate valid for this name (and trusted by this computer)?"
+            ),
+        );
+    }
+    if e.is_timeout() {
+        let within = secs(step);
+        return Failure::new(
+            "timeout",
+            if origin.is_https() && io.is_none_or(|e| e.kind() != std::io::ErrorKind::TimedOut) {
+                // One bound covers TCP and TLS together: either step may be the one that hung.
+                format!(
+                    "No answer from {display} ({what}) within {within}: the network may be down, a firewall drops the traffic, or the server accepts connections but does not finish the TLS handshake."
+                )
+            } else {
+                format!(
+                    "No answer from {display} ({what}) within {within}: the network may be down, or a firewall drops the traffic."
+                )
+            },
+        );
+    }
+    match io {
+        Some(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Failure::new(
+            "connection_refused",
+            format!("Connection refused by {display} ({what}): nothing is listening there."),
+        ),
+        Some(e) if is_unreachable(e) => Failure::new(
+            "no_network",
+            format!("No network: {display} ({what}) is unreachable from this computer ({e})."),
+        ),
+        Some(e) => Failure::new(
+            "connect_failed",
+            format!("Cannot connect to {display} ({what}): {e}."),
+        ),
+        None => Failure::new(
+            "connect_failed",
+            format!("Cannot connect to {display} ({what}): {}.", http::cause(e)),
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -40,7 +40,8 @@ impl Failure {
     }
 }
 
-fn secs(d: Duration) -> String {
+/// A duration as the tunnel's messages word it: whole seconds, else one decimal.
+pub(super) fn secs(d: Duration) -> String {
     let s = d.as_secs_f64();
     if s >= 1.0 && s.fract() == 0.0 {
         format!("{} s", s as u64)
