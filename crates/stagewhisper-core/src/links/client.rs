@@ -404,6 +404,136 @@ mod tests {
         ));
     }
 
+    fn endpoint(port: u16, prefix: &str) -> Endpoint {
+        Endpoint::parse(&format!("http://127.0.0.1:{port}{prefix}")).unwrap()
+    }
+
+    fn short() -> Timeouts {
+        Timeouts {
+            connect: Duration::from_millis(500),
+            response: Duration::from_millis(300),
+        }
+    }
+
+    #[tokio::test]
+    async fn sends_one_request_and_reads_the_whole_answer() {
+        let reply =
+            b"HTTP/1.1 429 Too Many\r\nRetry-After: 7\r\nContent-Length: 11\r\n\r\n{\"a\": true}";
+        let (port, served) = crate::net::http::serve_once(reply.to_vec(), Duration::ZERO).await;
+        let call = Call::new(Method::POST, "/v1/ping?x=1")
+            .bearer("tok")
+            .header("last-event-id", "e-1".into())
+            .json(b"{}".to_vec());
+        let r = send(&endpoint(port, "/relay/"), call, short())
+            .await
+            .unwrap();
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.retry_after(), Some(Duration::from_secs(7)));
+        assert_eq!(r.json()["a"], true);
+        // The request as the hand-written client sent it, plus reqwest's `accept: */*`.
+        assert_eq!(
+            served.await.unwrap(),
+            format!(
+                "POST /relay/v1/ping?x=1 HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n\
+                 authorization: Bearer tok\r\nlast-event-id: e-1\r\n\
+                 content-type: application/json\r\naccept: */*\r\ncontent-length: 2\r\n\r\n{{}}"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn failures_keep_their_names() {
+        // Nothing listening: refused.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        drop(l);
+        let e = send(&endpoint(port, ""), Call::new(Method::GET, "/"), short()).await;
+        assert!(matches!(e, Err(ClientError::Refused)), "{e:?}");
+
+        // A listener whose accept queue is full: the connection is never made.
+        let full = tokio::net::TcpSocket::new_v4().unwrap();
+        full.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let full = full.listen(0).unwrap();
+        let port = full.local_addr().unwrap().port();
+        let mut queued = Vec::new();
+        for _ in 0..4 {
+            let c = tokio::net::TcpStream::connect(("127.0.0.1", port));
+            if let Ok(Ok(c)) = tokio::time::timeout(Duration::from_millis(100), c).await {
+                queued.push(c);
+            }
+        }
+        let t = Timeouts {
+            connect: Duration::from_millis(200),
+            response: Duration::from_secs(5),
+        };
+        let e = send(&endpoint(port, ""), Call::new(Method::GET, "/"), t).await;
+        assert!(
+            matches!(e, Err(ClientError::ConnectTimeout(d)) if d == t.connect),
+            "{e:?}"
+        );
+
+        // Connected, no answer: a response timeout (not a connect timeout).
+        let (port, _served) =
+            crate::net::http::serve_once(Vec::new(), Duration::from_secs(5)).await;
+        let e = send(&endpoint(port, ""), Call::new(Method::GET, "/"), short()).await;
+        assert!(
+            matches!(e, Err(ClientError::Timeout(d)) if d == short().response),
+            "{e:?}"
+        );
+
+        // A body over the limit.
+        let mut big = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+            MAX_RESPONSE_BYTES + 1
+        )
+        .into_bytes();
+        big.resize(big.len() + MAX_RESPONSE_BYTES + 1, b'x');
+        let (port, _served) = crate::net::http::serve_once(big, Duration::from_secs(1)).await;
+        let e = send(&endpoint(port, ""), Call::new(Method::GET, "/"), short()).await;
+        assert!(matches!(e, Err(ClientError::TooLarge)), "{e:?}");
+
+        // The peer hangs up mid-answer: the exchange failed, in hyper's words.
+        let cut = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc".to_vec();
+        let (port, _served) = crate::net::http::serve_once(cut, Duration::ZERO).await;
+        let e = send(&endpoint(port, ""), Call::new(Method::GET, "/"), short())
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ClientError::Http(_)), "{e:?}");
+        assert!(e.to_string().starts_with("the connection failed: "), "{e}");
+        assert!(!e.to_string().contains("http://"), "{e}");
+
+        // A header value a request cannot carry.
+        let call = Call::new(Method::GET, "/").header("x-a", "a\nb".into());
+        let e = send(&endpoint(1, ""), call, short()).await;
+        assert!(matches!(e, Err(ClientError::Build(_))), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn streams_are_read_as_they_come() {
+        let head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+                     Transfer-Encoding: chunked\r\n\r\n6\r\ndata: \r\n";
+        let (port, _served) =
+            crate::net::http::serve_once(head.to_vec(), Duration::from_secs(5)).await;
+        let r = open(
+            &endpoint(port, ""),
+            Call::new(Method::GET, "/v1/events"),
+            short(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let mut body = Box::pin(r.bytes_stream());
+        let first = tokio::time::timeout(
+            Duration::from_secs(2),
+            futures_util::StreamExt::next(&mut body),
+        )
+        .await
+        .expect("the first chunk, while the stream stays open")
+        .unwrap()
+        .unwrap();
+        assert_eq!(&first[..], b"data: ");
+    }
+
     #[test]
     fn encodes_query_values() {
         assert_eq!(encode_query_value("insights:ab-1"), "insights%3Aab-1");

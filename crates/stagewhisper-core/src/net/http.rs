@@ -60,3 +60,41 @@ pub fn copy_io_error(e: &std::io::Error) -> std::io::Error {
         None => std::io::Error::new(e.kind(), e.to_string()),
     }
 }
+
+/// A one-connection HTTP server for the clients' tests: it reads one request (head and a
+/// `Content-Length` body), writes `reply`, keeps the connection open for `hold`, and hands back
+/// the request's bytes as text.
+#[cfg(test)]
+pub(crate) async fn serve_once(
+    reply: Vec<u8>,
+    hold: Duration,
+) -> (u16, tokio::task::JoinHandle<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let served = tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut req = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = s.read(&mut buf).await.unwrap();
+            req.extend_from_slice(&buf[..n]);
+            let Some(end) = req.windows(4).position(|w| w == b"\r\n\r\n") else {
+                assert!(n > 0, "the request ended early");
+                continue;
+            };
+            let head = String::from_utf8_lossy(&req[..end]).to_ascii_lowercase();
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+            if n == 0 || req.len() >= end + 4 + len {
+                break;
+            }
+        }
+        s.write_all(&reply).await.unwrap();
+        tokio::time::sleep(hold).await;
+        String::from_utf8(req).unwrap()
+    });
+    (port, served)
+}

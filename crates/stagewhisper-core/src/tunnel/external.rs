@@ -351,6 +351,97 @@ fn connect_failure(origin: &Origin, e: &reqwest::Error, step: Duration, what: &s
 mod tests {
     use super::*;
 
+    fn probe() -> IssuedProbe {
+        IssuedProbe {
+            nonce: "n0nce".into(),
+            signature: "c2ln".into(),
+            expected_answer: String::new(),
+        }
+    }
+
+    fn quick() -> ProbeTimeouts {
+        ProbeTimeouts {
+            step: Duration::from_millis(300),
+            total: Duration::from_secs(3),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_probe_goes_out_as_before_and_redirects_are_not_followed() {
+        let reply = b"HTTP/1.1 301 Moved\r\nLocation: https://elsewhere.example/\r\n\
+                      Content-Length: 2\r\n\r\nhi";
+        let (port, served) = crate::net::http::serve_once(reply.to_vec(), Duration::ZERO).await;
+        let origin = Origin::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        let (status, location, body) = send(&origin, &probe(), quick()).await.unwrap();
+        assert_eq!(status, StatusCode::MOVED_PERMANENTLY);
+        assert_eq!(location.as_deref(), Some("https://elsewhere.example/"));
+        assert_eq!(&body[..], b"hi");
+        // The request as the hand-written client sent it, plus reqwest's `accept: */*`.
+        assert_eq!(
+            served.await.unwrap(),
+            format!(
+                "GET /probe/n0nce HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n\
+                 x-stagewhisper-probe: c2ln\r\nuser-agent: stagewhisper-probe/1\r\n\
+                 ngrok-skip-browser-warning: 1\r\nconnection: close\r\naccept: */*\r\n\r\n"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn connect_failures_keep_their_codes() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        drop(l);
+        let origin = Origin::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        let f = send(&origin, &probe(), quick()).await.unwrap_err();
+        assert_eq!(f.code, "connection_refused", "{f}");
+        assert_eq!(
+            f.message,
+            format!(
+                "Connection refused by http://127.0.0.1:{port} (the tunnel URL): nothing is \
+                 listening there."
+            )
+        );
+
+        // https to a plain-HTTP server: the TLS step fails, in rustls' words.
+        let (port, _served) = accepting(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+        let origin = Origin::parse(&format!("https://127.0.0.1:{port}")).unwrap();
+        let f = send(&origin, &probe(), quick()).await.unwrap_err();
+        assert_eq!(f.code, "tls_failed", "{f}");
+        assert!(
+            f.message
+                .starts_with("TLS with 127.0.0.1 (the tunnel URL) failed: ")
+                && f.message.ends_with(
+                    ". Is the certificate valid for this name (and trusted by this computer)?"
+                ),
+            "{f}"
+        );
+
+        // https to a server that accepts and never speaks: the step's timeout.
+        let (port, _served) = accepting(b"").await;
+        let origin = Origin::parse(&format!("https://127.0.0.1:{port}")).unwrap();
+        let t0 = std::time::Instant::now();
+        let f = send(&origin, &probe(), quick()).await.unwrap_err();
+        assert_eq!(f.code, "timeout", "{f}");
+        assert!(f.message.contains("within 0.3 s"), "{f}");
+        assert!(t0.elapsed() < Duration::from_secs(2));
+    }
+
+    /// A server that writes `greeting` to every connection, then holds it without reading.
+    async fn accepting(greeting: &'static [u8]) -> (u16, tokio::task::JoinHandle<()>) {
+        use tokio::io::AsyncWriteExt;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let held = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut s, _)) = l.accept().await {
+                let _ = s.write_all(greeting).await;
+                held.push(s);
+            }
+        });
+        (port, held)
+    }
+
     #[test]
     fn origins_are_canonical() {
         let o = Origin::parse(" HTTPS://Desk.Example.NET:443/ ").unwrap();
