@@ -1,79 +1,58 @@
-//! The socket to the gateway: TCP, TLS for `wss://` (the system's root certificates), the
-//! WebSocket upgrade, and reading one frame during the handshake.
+//! The socket to the gateway: TCP and TLS for `wss://` through the app's one connector
+//! ([`crate::net::connect`]: the system's root certificates), the WebSocket upgrade, and reading
+//! one frame during the handshake.
 
 use super::supervisor::Outcome;
 use crate::gateway::frames::{self, Inbound};
+use crate::net::connect::{self, ConnectError, Io};
 use futures_util::StreamExt;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
-/// A plain TCP or a TLS stream.
-pub(super) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 /// The WebSocket to the gateway.
 pub(super) type Ws = WebSocketStream<Box<dyn Io>>;
-
-fn tls_config() -> Arc<tokio_rustls::rustls::ClientConfig> {
-    use tokio_rustls::rustls;
-    static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let mut roots = rustls::RootCertStore::empty();
-            let found = rustls_native_certs::load_native_certs();
-            let (added, _) = roots.add_parsable_certificates(found.certs);
-            tracing::debug!(added, "system root certificates for wss://");
-            Arc::new(
-                rustls::ClientConfig::builder_with_provider(Arc::new(
-                    rustls::crypto::ring::default_provider(),
-                ))
-                .with_safe_default_protocol_versions()
-                .expect("ring supports the default protocol versions")
-                .with_root_certificates(roots)
-                .with_no_client_auth(),
-            )
-        })
-        .clone()
-}
 
 /// Open the WebSocket to `url` (each step — TCP, TLS, upgrade — within `timeout`). `Err`: why
 /// not, as a sentence.
 pub(super) async fn open_socket(url: &url::Url, timeout: Duration) -> Result<Ws, String> {
     let host = url.host_str().ok_or("no host")?.to_string();
     let port = url.port_or_known_default().ok_or("no port")?;
-    let bare = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let tcp = tokio::time::timeout(timeout, TcpStream::connect((bare.as_str(), port)))
-        .await
-        .map_err(|_| {
-            format!(
-                "no TCP connection to {host}:{port} within {} s",
-                timeout.as_secs()
-            )
-        })?
-        .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
-    let _ = tcp.set_nodelay(true);
-    let stream: Box<dyn Io> = if url.scheme() == "wss" {
-        let name = tokio_rustls::rustls::pki_types::ServerName::try_from(bare.clone())
-            .map_err(|_| format!("{host} is not a valid TLS server name"))?;
-        let tls = tokio::time::timeout(
-            timeout,
-            tokio_rustls::TlsConnector::from(tls_config()).connect(name, tcp),
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    // Resolving and connecting share one budget (the TCP step).
+    let tcp = tokio::time::timeout(timeout, async {
+        let addrs = connect::resolve(bare, port, timeout).await?;
+        connect::connect_first(&addrs, timeout).await
+    })
+    .await
+    .map_err(|_| {
+        format!(
+            "no TCP connection to {host}:{port} within {} s",
+            timeout.as_secs()
         )
-        .await
-        .map_err(|_| {
-            format!(
-                "TLS with {host} did not finish within {} s",
-                timeout.as_secs()
-            )
-        })?
-        .map_err(|e| format!("TLS with {host} failed: {e}"))?;
+    })?
+    .map_err(|e| match e {
+        ConnectError::Resolve(why) => format!("cannot connect to {host}:{port}: {why}"),
+        ConnectError::Connect(e) => format!("cannot connect to {host}:{port}: {e}"),
+        _ => format!(
+            "no TCP connection to {host}:{port} within {} s",
+            timeout.as_secs()
+        ),
+    })?;
+    let stream: Box<dyn Io> = if url.scheme() == "wss" {
+        let tls = connect::tls(connect::app_client_config(), bare, tcp, timeout)
+            .await
+            .map_err(|e| match e {
+                ConnectError::InvalidServerName => {
+                    format!("{host} is not a valid TLS server name")
+                }
+                ConnectError::Tls(e) => format!("TLS with {host} failed: {e}"),
+                _ => format!(
+                    "TLS with {host} did not finish within {} s",
+                    timeout.as_secs()
+                ),
+            })?;
         Box::new(tls)
     } else {
         Box::new(tcp)
