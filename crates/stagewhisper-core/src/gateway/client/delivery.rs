@@ -2,8 +2,8 @@
 //! exactly once. It reconciles with `chat.history` first (a reply that finished meanwhile is
 //! backfilled, a message already recorded is not sent again), then sends with `chat.send`.
 
-use super::online::Rpc;
 use super::registry::{EntryState, Shared};
+use super::rpc::Rpc;
 use super::{watched, GatewayError, GatewayEvent, SendOutcome, HISTORY_LIMIT, WATCH_POLL};
 use crate::gateway::frames::{ChatSendParams, History, HistoryFinding};
 use serde_json::Value;
@@ -77,21 +77,6 @@ pub(super) async fn send_worker(
     }
 }
 
-/// A reply found in `chat.history`: the message is finished, its reply reported.
-pub(super) async fn backfill(shared: &Shared, session_key: String, key: &str, text: String) {
-    tracing::info!(session = %session_key, "reply found in chat.history (backfill)");
-    shared.reg().finish(key);
-    shared
-        .emit(GatewayEvent::Final {
-            session_key,
-            run_id: key.to_string(),
-            idempotency_key: key.to_string(),
-            text,
-            backfilled: true,
-        })
-        .await;
-}
-
 /// Make sure the gateway has message `key` exactly once.
 async fn deliver(
     rpc: &Rpc,
@@ -113,7 +98,7 @@ async fn deliver(
     }
     match finding {
         HistoryFinding::Replied { text: reply } => {
-            backfill(shared, session_key, key, reply).await;
+            shared.backfill(session_key, key, reply).await;
             return Ok(known());
         }
         HistoryFinding::Accepted => {

@@ -38,6 +38,7 @@ mod delivery;
 mod handshake;
 mod online;
 mod registry;
+mod rpc;
 mod socket;
 mod supervisor;
 #[cfg(test)]

@@ -1,21 +1,15 @@
 //! A connection once it is online: the loop that reads the gateway's frames (answers, `chat` and
 //! `agent` events, close), writes requests, pings, and takes the caller's commands, until the
-//! connection ends. [`Rpc`] is its request side, shared with the send worker
+//! connection ends. Its request side ([`Rpc`]) is shared with the send worker
 //! ([`delivery`](super::delivery)).
 
 use super::delivery::{send_worker, SendJob};
+use super::rpc::Rpc;
 use super::socket::{close_reason, Ws};
 use super::supervisor::{Outcome, Supervisor};
-use super::{Command, GatewayError, SendOutcome};
-use crate::gateway::frames::{
-    self, ChatAbortParams, ChatHistoryParams, ErrorShape, HelloOk, History, Inbound, Request,
-    Response,
-};
+use super::{Command, SendOutcome};
+use crate::gateway::frames::{self, ChatAbortParams, HelloOk, Inbound};
 use futures_util::{SinkExt, StreamExt};
-use serde::Serialize;
-use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -29,102 +23,6 @@ pub(super) struct Online {
     pub(super) hello: HelloOk,
 }
 
-/// Requests waiting for their `res`, by id.
-type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Result<Value, ErrorShape>>>>>;
-
-/// The request side of an online connection, shared with its workers.
-#[derive(Clone)]
-pub(super) struct Rpc {
-    out: mpsc::Sender<String>,
-    pending: Pending,
-    timeout: Duration,
-}
-
-impl Rpc {
-    pub(super) async fn call<P: Serialize>(
-        &self,
-        method: &str,
-        params: &P,
-    ) -> Result<Value, GatewayError> {
-        let id = uuid::Uuid::new_v4().to_string();
-        let frame = Request::new(
-            id.clone(),
-            method,
-            serde_json::to_value(params).expect("params serialise"),
-        );
-        let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), tx);
-        let text = serde_json::to_string(&frame).expect("frame serialises");
-        if self.out.send(text).await.is_err() {
-            return Err(GatewayError::Offline);
-        }
-        let res = tokio::time::timeout(self.timeout, rx).await;
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
-        match res {
-            Err(_) => Err(GatewayError::Timeout {
-                method: method.to_string(),
-                secs: self.timeout.as_secs(),
-            }),
-            Ok(Err(_)) => Err(GatewayError::Offline),
-            Ok(Ok(Ok(v))) => Ok(v),
-            Ok(Ok(Err(e))) => Err(GatewayError::Rejected {
-                method: method.to_string(),
-                code: e.detail_code().unwrap_or(&e.code).to_string(),
-                message: e.message,
-            }),
-        }
-    }
-
-    pub(super) async fn history(
-        &self,
-        session_key: &str,
-        limit: u32,
-    ) -> Result<History, GatewayError> {
-        let v = self
-            .call(
-                "chat.history",
-                &ChatHistoryParams {
-                    session_key: session_key.to_string(),
-                    limit,
-                },
-            )
-            .await?;
-        History::from_payload(&v).map_err(|e| GatewayError::BadAnswer {
-            method: "chat.history".into(),
-            reason: e.to_string(),
-        })
-    }
-
-    /// Hands an answer to the request waiting for it.
-    fn answer(&self, r: Response) {
-        let tx = self
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&r.id);
-        match tx {
-            Some(tx) => {
-                let _ = tx.send(r.result);
-            }
-            None => tracing::debug!(id = %r.id, "answer to no pending request"),
-        }
-    }
-
-    /// Fails what still waits for an answer (the connection ended).
-    fn fail_pending(&self) {
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
-    }
-}
-
 impl Supervisor {
     /// Serves an online connection until it ends, and answers why it ended. A send worker
     /// delivers the messages meanwhile.
@@ -134,11 +32,7 @@ impl Supervisor {
         let dead_after = tick * 2;
         let ping_every = (tick / 2).min(Duration::from_secs(15));
         let (out_tx, mut out_rx) = mpsc::channel::<String>(256);
-        let rpc = Rpc {
-            out: out_tx,
-            pending: Arc::new(Mutex::new(HashMap::new())),
-            timeout: self.settings.request_timeout,
-        };
+        let rpc = Rpc::new(out_tx, self.settings.request_timeout);
         let jobs_tx = self.start_send_worker(&rpc);
         let mut last_rx = Instant::now();
         let mut ping = tokio::time::interval_at(Instant::now() + ping_every, ping_every);

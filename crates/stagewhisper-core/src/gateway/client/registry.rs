@@ -88,6 +88,20 @@ impl Shared {
         }
     }
 
+    /// A reply found in `chat.history`: the message is finished, its reply reported.
+    pub(super) async fn backfill(&self, session_key: String, key: &str, text: String) {
+        tracing::info!(session = %session_key, "reply found in chat.history (backfill)");
+        self.reg().finish(key);
+        self.emit(GatewayEvent::Final {
+            session_key,
+            run_id: key.to_string(),
+            idempotency_key: key.to_string(),
+            text,
+            backfilled: true,
+        })
+        .await;
+    }
+
     /// Map a `chat` event of one of our runs onto [`GatewayEvent`]s.
     pub(super) async fn on_chat(&self, ev: frames::ChatEvent) {
         let out = {

@@ -1,9 +1,8 @@
 //! Watched messages ([`GatewayHandle::watch`](super::GatewayHandle::watch)): sent before this
 //! client started, reply still missing. Only `chat.history` is read for them, never `chat.send`.
 
-use super::delivery::backfill;
-use super::online::Rpc;
 use super::registry::{EntryState, Shared};
+use super::rpc::Rpc;
 use super::{GatewayError, HISTORY_LIMIT};
 use crate::gateway::frames::HistoryFinding;
 use std::collections::HashMap;
@@ -20,7 +19,7 @@ pub(super) async fn found(
     finding: HistoryFinding,
 ) {
     match finding {
-        HistoryFinding::Replied { text } => backfill(shared, session_key, key, text).await,
+        HistoryFinding::Replied { text } => shared.backfill(session_key, key, text).await,
         HistoryFinding::Accepted => {
             tracing::debug!(session = %session_key, "a watched message's run still goes");
             if let Some(e) = shared.reg().entries.get_mut(key) {
