@@ -1,14 +1,16 @@
 //! The one set-up of the app's outgoing HTTP requests (reqwest on hyper): the loopback
-//! assistant's client ([`crate::links::client`]) and the probe through a tunnel's public origin
-//! ([`crate::tunnel::external`]).
+//! assistant's client ([`crate::links::client`]), the probe through a tunnel's public origin
+//! ([`crate::tunnel::external`]) and the clawborrator hub's REST reads ([`crate::hub`]).
 //!
 //! Every request goes out on a fresh HTTP/1.1 connection (a handful of requests a minute needs
 //! no pool), straight to its host (no proxy from the environment: the loopback assistant and
 //! the user's own tunnel are reached directly), and its answer is taken as it comes (redirects
 //! are not followed: the assistants do not follow them either).
 
+use crate::net::connect::ConnectError;
 use std::error::Error as StdError;
 use std::time::Duration;
+use tokio_rustls::rustls;
 
 /// A client builder with the settings every outgoing request shares. `connect` bounds the
 /// connection: name lookup, TCP and, for https, the TLS handshake. No `User-Agent` unless the
@@ -59,6 +61,61 @@ pub fn copy_io_error(e: &std::io::Error) -> std::io::Error {
         Some(code) => std::io::Error::from_raw_os_error(code),
         None => std::io::Error::new(e.kind(), e.to_string()),
     }
+}
+
+/// Reads the whole body, at most `max` bytes: `Ok(None)` when it is larger.
+pub async fn read_limited(
+    resp: &mut reqwest::Response,
+    max: usize,
+) -> Result<Option<bytes::Bytes>, reqwest::Error> {
+    let mut body = bytes::BytesMut::new();
+    while let Some(chunk) = resp.chunk().await? {
+        if body.len() + chunk.len() > max {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body.freeze()))
+}
+
+/// A request that failed before an answer, as the connector's steps name it
+/// ([`ConnectError`]), so each caller words it as it words its own connections; `None` when the
+/// connection was made and the exchange itself broke. `connect` is the builder's bound (it
+/// covers TCP and TLS together: a timeout is reported as the connection's).
+pub fn connect_error(e: &reqwest::Error, connect: Duration) -> Option<ConnectError> {
+    let mut io = None;
+    let mut tls = None;
+    let mut next = e.source();
+    while let Some(err) = next {
+        if err.is::<rustls::pki_types::InvalidDnsNameError>() {
+            return Some(ConnectError::InvalidServerName);
+        }
+        if let Some(outer) = err.downcast_ref::<std::io::Error>() {
+            // The TLS step wraps the handshake's own error in one more I/O error; a TCP error
+            // comes as the operating system gave it.
+            match outer
+                .get_ref()
+                .and_then(|i| i.downcast_ref::<std::io::Error>())
+            {
+                Some(inner) => tls = tls.or(Some(inner)),
+                None => io = io.or(Some(outer)),
+            }
+        }
+        next = err.source();
+    }
+    if let Some(e) = tls {
+        return Some(ConnectError::Tls(copy_io_error(e)));
+    }
+    if e.is_timeout() && e.is_connect() {
+        return Some(ConnectError::ConnectTimeout(connect));
+    }
+    if !e.is_connect() {
+        return None;
+    }
+    Some(ConnectError::Connect(match io {
+        Some(io) => copy_io_error(io),
+        None => std::io::Error::other(cause(e)),
+    }))
 }
 
 /// A one-connection HTTP server for the clients' tests: it reads one request (head and a

@@ -1,16 +1,14 @@
 //! The REST reads a settings page needs: the sessions the token can see, and who it belongs to.
 
-use super::socket::open_stream;
+use super::socket::network;
 use super::{human, HubError, HubSettings, HubUrl, Token};
+use crate::net::{connect, http};
 use crate::tunnel::net::Failure;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use std::time::Duration;
 
 /// Largest REST answer read.
-const MAX_REST_BYTES: usize = 1024 * 1024;
+pub(super) const MAX_REST_BYTES: usize = 1024 * 1024;
 
 /// A session for a picker (`GET /api/v1/sessions`). Fields the hub does not give are `None`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +71,9 @@ pub fn parse_me(v: &Value) -> Result<HubMe, HubError> {
     })
 }
 
-/// `GET {path}` on the hub with the bearer token; the body as JSON.
+/// `GET {path}` on the hub with the bearer token; the body as JSON. Through the app's one HTTP
+/// client ([`crate::net::http`]), to the addresses the connector resolved, with the app's TLS
+/// configuration; a failed connection is worded as the hub's WebSocket connection words it.
 async fn get_json(
     url: &HubUrl,
     token: &Token,
@@ -82,31 +82,31 @@ async fn get_json(
 ) -> Result<Value, HubError> {
     let auth = token.header()?;
     let fut = async {
-        let stream = open_stream(url, timeout).await?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        let addrs = connect::resolve(&url.host, url.port, timeout)
             .await
-            .map_err(|e| HubError::Handshake(e.to_string()))?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "hub REST connection ended with an error");
-            }
-        });
-        let req = hyper::Request::get(format!("{}{path}", url.prefix))
-            .header(hyper::header::HOST, url.authority.as_str())
-            .header(hyper::header::ACCEPT, "application/json")
-            .header(hyper::header::AUTHORIZATION, auth)
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| HubError::InvalidUrl(e.to_string()))?;
-        let resp = sender
-            .send_request(req)
+            .map_err(|e| network(url, e))?;
+        let mut builder = http::builder(timeout).resolve_to_addrs(&url.host, &addrs);
+        if url.tls {
+            builder = builder.use_preconfigured_tls(connect::app_client_config().as_ref().clone());
+        }
+        let client = builder
+            .build()
+            .map_err(|e| HubError::Handshake(http::cause(&e)))?;
+        let mut resp = client
+            .get(url.http_url(path))
+            .header(reqwest::header::ACCEPT, "application/json")
+            .header(reqwest::header::AUTHORIZATION, auth)
+            .send()
             .await
-            .map_err(|e| HubError::BadResponse(e.to_string()))?;
+            .map_err(|e| match http::connect_error(&e, timeout) {
+                Some(c) => network(url, c),
+                None => HubError::BadResponse(http::cause(&e)),
+            })?;
         let status = resp.status().as_u16();
-        let body = Limited::new(resp.into_body(), MAX_REST_BYTES)
-            .collect()
+        let body = http::read_limited(&mut resp, MAX_REST_BYTES)
             .await
-            .map_err(|e| HubError::BadResponse(e.to_string()))?
-            .to_bytes();
+            .map_err(|e| HubError::BadResponse(http::cause(&e)))?
+            .ok_or_else(|| HubError::BadResponse("length limit exceeded".into()))?;
         if status == 401 || status == 403 {
             return Err(HubError::AuthFailed(format!("HTTP {status} on {path}")));
         }

@@ -22,17 +22,20 @@ pub(super) type Ws = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 pub(super) async fn open_stream(url: &HubUrl, timeout: Duration) -> Result<Box<dyn Io>, HubError> {
     connect::open(&url.host, url.port, url.tls, timeout)
         .await
-        .map_err(|e| {
-            HubError::Network(net::failure(
-                e,
-                &net::Peer {
-                    host: &url.host,
-                    display: &url.authority,
-                    what: "the hub",
-                    hint: "Check the hub URL.",
-                },
-            ))
-        })
+        .map_err(|e| network(url, e))
+}
+
+/// A failed connection to the hub, in the tunnel's words for its steps.
+pub(super) fn network(url: &HubUrl, e: connect::ConnectError) -> HubError {
+    HubError::Network(net::failure(
+        e,
+        &net::Peer {
+            host: &url.host,
+            display: &url.authority,
+            what: "the hub",
+            hint: "Check the hub URL.",
+        },
+    ))
 }
 
 /// Opens `/cli` with the bearer token on the upgrade. The upgrade is made with hyper, not by

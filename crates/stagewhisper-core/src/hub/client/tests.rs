@@ -1,5 +1,6 @@
 //! Unit tests of the hub client's pure parts (URLs, settings, REST answers, memory).
 
+use super::rest::MAX_REST_BYTES;
 use super::worker::Memory;
 use super::*;
 use serde_json::json;
@@ -144,4 +145,79 @@ fn memory_forgets_the_oldest_keys() {
     }
     assert!(!m.contains("a"));
     assert!(m.contains(&(MEMORY - 1).to_string()));
+}
+
+fn settings_for(hub_url: &str) -> HubSettings {
+    HubSettings::new(hub_url, Token::new("cw_sess_0123456789abcdef"), "s1")
+}
+
+/// One answer to one request, then the connection is closed.
+async fn answering(answer: Vec<u8>) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let _ = s.read(&mut buf).await;
+        let _ = s.write_all(&answer).await;
+    });
+    port
+}
+
+#[tokio::test]
+async fn rest_reads_fail_in_the_same_words_as_the_socket() {
+    // Nothing listens: the REST read and the WebSocket's connection say the same.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let settings = settings_for(&format!("http://127.0.0.1:{port}"));
+    let Err(HubError::Network(rest)) = list_sessions(&settings).await else {
+        panic!("a network error");
+    };
+    let url = HubUrl::parse(&settings.hub_url).unwrap();
+    let Err(HubError::Network(socket)) = socket::open_stream(&url, Duration::from_secs(2)).await
+    else {
+        panic!("a network error");
+    };
+    assert_eq!(rest.code, "connection_refused", "{rest}");
+    assert_eq!((rest.code, &rest.message), (socket.code, &socket.message));
+
+    // Refused token, an error status, an answer too large, not JSON.
+    let port = answering(b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n".to_vec()).await;
+    let e = me(&settings_for(&format!("http://127.0.0.1:{port}")))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "auth_failed", "{e}");
+    let port = answering(b"HTTP/1.1 500 Oops\r\ncontent-length: 0\r\n\r\n".to_vec()).await;
+    let e = me(&settings_for(&format!("http://127.0.0.1:{port}")))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, HubError::Status(500)), "{e}");
+    let mut big = format!(
+        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n",
+        MAX_REST_BYTES + 1
+    )
+    .into_bytes();
+    big.resize(big.len() + MAX_REST_BYTES + 1, b' ');
+    let port = answering(big).await;
+    let e = me(&settings_for(&format!("http://127.0.0.1:{port}")))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, HubError::BadResponse(_)), "{e}");
+    let port = answering(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nnot".to_vec()).await;
+    let e = me(&settings_for(&format!("http://127.0.0.1:{port}")))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, HubError::BadResponse(_)), "{e}");
+    let body = br#"{"user":{"login":"ada","name":"Ada"}}"#;
+    let mut ok = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len()).into_bytes();
+    ok.extend_from_slice(body);
+    let port = answering(ok).await;
+    let who = me(&settings_for(&format!("http://127.0.0.1:{port}")))
+        .await
+        .unwrap();
+    assert_eq!(who.login, "ada");
 }
