@@ -6,8 +6,9 @@
 //! Only `http://` URLs whose host is loopback (`127.0.0.0/8`, `::1`, `localhost`) are accepted:
 //! the relay token travels in clear text, so it must never leave the machine.
 
+use crate::net::connect::{self, ConnectError};
 use crate::net::http as net_http;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::http::uri::PathAndQuery;
 use hyper::{Method, StatusCode};
@@ -215,16 +216,13 @@ impl ClientError {
         if e.is_builder() {
             return ClientError::Build(net_http::cause(&e));
         }
-        if !e.is_connect() {
-            return ClientError::Http(e);
-        }
-        if e.is_timeout() {
-            return ClientError::ConnectTimeout(t.connect);
-        }
-        match net_http::io_error(&e) {
-            Some(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => ClientError::Refused,
-            Some(io) => ClientError::Connect(net_http::copy_io_error(io)),
-            None => ClientError::Connect(std::io::Error::other(net_http::cause(&e))),
+        match net_http::connect_error(&e, t.connect) {
+            None => ClientError::Http(e),
+            Some(ConnectError::ConnectTimeout(d)) => ClientError::ConnectTimeout(d),
+            Some(ConnectError::Connect(io)) if connect::is_refused(&io) => ClientError::Refused,
+            Some(ConnectError::Connect(io)) => ClientError::Connect(io),
+            // TLS steps: none over plain `http://` to loopback.
+            Some(other) => ClientError::Connect(std::io::Error::other(other.to_string())),
         }
     }
 }
@@ -278,17 +276,14 @@ pub async fn send(ep: &Endpoint, call: Call<'_>, t: Timeouts) -> Result<Response
         let mut resp = start(ep, call, t).await?;
         let status = resp.status();
         let headers = std::mem::take(resp.headers_mut());
-        let mut body = BytesMut::new();
-        while let Some(chunk) = resp.chunk().await.map_err(ClientError::Http)? {
-            if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                return Err(ClientError::TooLarge);
-            }
-            body.extend_from_slice(&chunk);
-        }
+        let body = net_http::read_limited(&mut resp, MAX_RESPONSE_BYTES)
+            .await
+            .map_err(ClientError::Http)?
+            .ok_or(ClientError::TooLarge)?;
         Ok(Response {
             status,
             headers,
-            body: body.freeze(),
+            body,
         })
     };
     match tokio::time::timeout(t.connect + t.response, fut).await {

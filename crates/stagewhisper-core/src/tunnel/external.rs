@@ -4,14 +4,13 @@
 
 use super::net::{self, secs, Failure};
 use super::probe::{IssuedProbe, ProbeResponder, PROBE_HEADER, PROBE_PATH};
-use crate::net::connect::is_unreachable;
+use crate::net::connect::ConnectError;
 use crate::net::http;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use hyper::header::{HeaderMap, HeaderValue, CONNECTION, HOST, LOCATION, USER_AGENT};
 use hyper::StatusCode;
 use std::fmt;
 use std::time::Duration;
-use tokio_rustls::rustls::pki_types::InvalidDnsNameError;
 
 /// A public origin: `scheme://host[:port]`, lowercase, the default port left out — the exact
 /// form the assistants compare `STAGEWHISPER_ALLOW_CALLBACK_URLS` entries with.
@@ -265,81 +264,39 @@ async fn send(
         .get(LOCATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let mut body = BytesMut::new();
-    while let Ok(Some(chunk)) = resp.chunk().await {
-        if body.len() + chunk.len() > MAX_PROBE_ANSWER {
-            return Ok((status, location, Bytes::new()));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok((status, location, body.freeze()))
+    // An answer over the limit, or broken, counts as no body.
+    let body = http::read_limited(&mut resp, MAX_PROBE_ANSWER)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    Ok((status, location, body))
 }
 
-/// Why no connection to `origin` was made, in the words the ngrok connector's TCP and TLS
-/// steps use (`connect` and `tls` in the tunnel's `net` module).
+/// Why no connection to `origin` was made, in the words of the tunnel's own connect steps
+/// ([`net::failure`]).
 fn connect_failure(origin: &Origin, e: &reqwest::Error, step: Duration, what: &str) -> Failure {
     let display = origin.to_string();
-    let host = origin.host();
-    let mut io = None;
-    let mut tls = None;
-    let mut next = std::error::Error::source(e);
-    while let Some(err) = next {
-        if err.is::<InvalidDnsNameError>() {
-            return Failure::permanent(
-                "invalid_url",
-                format!("{host} is not a valid TLS server name"),
-            );
-        }
-        if let Some(outer) = err.downcast_ref::<std::io::Error>() {
-            // The TLS step wraps the handshake's own error in one more I/O error; a TCP error
-            // comes as the operating system gave it.
-            match outer
-                .get_ref()
-                .and_then(|i| i.downcast_ref::<std::io::Error>())
-            {
-                Some(inner) => tls = tls.or(Some(inner)),
-                None => io = io.or(Some(outer)),
-            }
-        }
-        next = err.source();
-    }
-    if let Some(e) = tls {
-        return Failure::new(
-            "tls_failed",
-            format!(
-                "TLS with {host} ({what}) failed: {e}. Is the certificate valid for this name (and trusted by this computer)?"
-            ),
-        );
-    }
-    if e.is_timeout() {
-        let within = secs(step);
-        return Failure::new(
-            "timeout",
-            if origin.is_https() && io.is_none_or(|e| e.kind() != std::io::ErrorKind::TimedOut) {
-                // One bound covers TCP and TLS together: either step may be the one that hung.
+    let peer = net::Peer {
+        host: origin.host(),
+        display: &display,
+        what,
+        hint: "Is the certificate valid for this name (and trusted by this computer)?",
+    };
+    let tcp_timed_out =
+        || http::io_error(e).is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
+    match http::connect_error(e, step) {
+        // Over https one bound covers TCP and TLS together: either step may be the one that hung.
+        Some(ConnectError::ConnectTimeout(_)) if origin.is_https() && !tcp_timed_out() => {
+            Failure::new(
+                "timeout",
                 format!(
-                    "No answer from {display} ({what}) within {within}: the network may be down, a firewall drops the traffic, or the server accepts connections but does not finish the TLS handshake."
-                )
-            } else {
-                format!(
-                    "No answer from {display} ({what}) within {within}: the network may be down, or a firewall drops the traffic."
-                )
-            },
-        );
-    }
-    match io {
-        Some(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Failure::new(
-            "connection_refused",
-            format!("Connection refused by {display} ({what}): nothing is listening there."),
-        ),
-        Some(e) if is_unreachable(e) => Failure::new(
-            "no_network",
-            format!("No network: {display} ({what}) is unreachable from this computer ({e})."),
-        ),
-        Some(e) => Failure::new(
-            "connect_failed",
-            format!("Cannot connect to {display} ({what}): {e}."),
-        ),
+                    "No answer from {display} ({what}) within {}: the network may be down, a firewall drops the traffic, or the server accepts connections but does not finish the TLS handshake.",
+                    secs(step)
+                ),
+            )
+        }
+        Some(c) => net::failure(c, &peer),
         None => Failure::new(
             "connect_failed",
             format!("Cannot connect to {display} ({what}): {}.", http::cause(e)),
