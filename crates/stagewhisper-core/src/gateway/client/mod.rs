@@ -25,12 +25,14 @@
 //!   [`GatewayClient::start`];
 //! - `supervisor.rs`: the one task behind a handle: connect, reconnect with backoff, the
 //!   status, and the commands answered while offline;
-//! - `socket.rs`: TCP, TLS and WebSocket, and reading one handshake frame;
+//! - `socket.rs`: the WebSocket over the app's one TCP/TLS connector, and reading one
+//!   handshake frame;
 //! - `handshake.rs`: challenge → signed `connect` → `hello-ok`, and what a refusal means;
 //! - `online.rs`: the loop of a connection that is online (liveness, frames in and out,
-//!   commands), and `Rpc`, its requests awaiting their answers;
-//! - `registry.rs`: the messages this client is responsible for, and the mapping of the
-//!   gateway's `chat` / `agent` events of their runs onto [`GatewayEvent`]s;
+//!   commands); `rpc.rs`: its requests awaiting their answers;
+//! - `registry.rs`: the messages this client is responsible for, the mapping of the gateway's
+//!   `chat` / `agent` events of their runs onto [`GatewayEvent`]s, and a reply found in
+//!   `chat.history` (backfill);
 //! - `delivery.rs`: on each connection, reconcile with `chat.history` and send each message
 //!   exactly once; `watched.rs`: the messages only looked up, never sent.
 
