@@ -13,7 +13,8 @@
 //! touches the local listeners. The bearer token stays the only door: tunnelled requests
 //! arrive from 127.0.0.1 and get no trust for that.
 //!
-//! Control API routes: [`api`].
+//! Control API routes: [`api`]. What it reports: `status` ([`TunnelStatus`]); one run of a
+//! configured tunnel (connect or verify, check, retry): `run`.
 
 pub mod api;
 pub mod config;
@@ -21,20 +22,21 @@ pub mod external;
 pub mod net;
 pub mod ngrok;
 pub mod probe;
+mod run;
+mod status;
 
 pub use config::Kind;
 pub use external::Origin;
 pub use net::Failure;
 pub use probe::ProbeResponder;
+pub use status::{AllowHint, State, TunnelStatus};
 
 use crate::backoff::Backoff;
-use crate::clock::fmt_time;
 use crate::http::{AllowedHosts, Shutdown};
 use crate::tokens::Secret;
 use config::{AuthtokenFile, StoredConfig};
-use external::ProbeTimeouts;
 use ngrok::NgrokParams;
-use serde::Serialize;
+use run::Run;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -47,126 +49,6 @@ use tokio::task::JoinHandle;
 /// The variable both assistants (Hermes adapter, OpenClaw channel) read to allow a
 /// non-loopback callback origin.
 pub const ALLOW_VAR: &str = "STAGEWHISPER_ALLOW_CALLBACK_URLS";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum State {
-    Off,
-    Connecting,
-    Online,
-    Failed,
-}
-
-impl State {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Off => "off",
-            State::Connecting => "connecting",
-            State::Online => "online",
-            State::Failed => "failed",
-        }
-    }
-}
-
-/// What the remote assistant must allow, ready to copy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AllowHint {
-    /// `STAGEWHISPER_ALLOW_CALLBACK_URLS`.
-    pub variable: &'static str,
-    /// The origin.
-    pub value: String,
-    /// `STAGEWHISPER_ALLOW_CALLBACK_URLS=<origin>`.
-    pub line: String,
-}
-
-/// The tunnel as the UI shows it (`GET /api/tunnel` adds the configuration).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TunnelStatus {
-    pub state: State,
-    pub kind: Option<Kind>,
-    /// The tunnel's public origin, once known.
-    pub public_url: Option<String>,
-    /// What the app advertises to the assistant right now (`callback.url`).
-    pub callback_url: String,
-    /// The callback listener's own loopback URL (what the tunnel must forward to).
-    pub local_callback_url: String,
-    /// One sentence for people.
-    pub detail: String,
-    /// Why it is not online (`failed` only).
-    pub error: Option<Failure>,
-    /// When `state` last changed.
-    pub since: String,
-    /// Attempts since the last success.
-    pub attempt: u32,
-    /// When the next automatic attempt is due (`null`: none planned).
-    pub next_retry_at: Option<String>,
-    /// Whether a signed probe through the public URL reached the listener (`null`: not
-    /// checked).
-    pub verified: Option<bool>,
-    pub checked_at: Option<String>,
-    /// What the remote assistant must allow.
-    pub assistant_allow: Option<AllowHint>,
-}
-
-impl TunnelStatus {
-    fn off(local: &str) -> TunnelStatus {
-        TunnelStatus {
-            state: State::Off,
-            kind: None,
-            public_url: None,
-            callback_url: local.to_string(),
-            local_callback_url: local.to_string(),
-            detail: off_detail(local),
-            error: None,
-            since: now(),
-            attempt: 0,
-            next_retry_at: None,
-            verified: None,
-            checked_at: None,
-            assistant_allow: None,
-        }
-    }
-
-    /// The `{"event":"tunnel",…}` line the headless mode prints on stdout on each change.
-    pub fn event_line(&self) -> String {
-        json!({
-            "event": "tunnel",
-            "state": self.state,
-            "kind": self.kind,
-            "public_url": self.public_url,
-            "callback_url": self.callback_url,
-            "error": self.error.as_ref().map(|e| json!({"code": e.code, "message": e.message})),
-            "assistant_allow": self.assistant_allow.as_ref().map(|a| a.line.clone()),
-        })
-        .to_string()
-    }
-
-    /// What changes the event line (not timestamps or re-checks).
-    fn signature(&self) -> (State, Option<String>, String, Option<&'static str>) {
-        (
-            self.state,
-            self.public_url.clone(),
-            self.callback_url.clone(),
-            self.error.as_ref().map(|e| e.code),
-        )
-    }
-}
-
-fn off_detail(local: &str) -> String {
-    format!("No tunnel: the callback URL {local} is reachable from this computer only (for an assistant running here).")
-}
-
-fn now() -> String {
-    fmt_time(chrono::Utc::now())
-}
-
-fn allow_hint(origin: &str) -> AllowHint {
-    AllowHint {
-        variable: ALLOW_VAR,
-        value: origin.to_string(),
-        line: format!("{ALLOW_VAR}={origin}"),
-    }
-}
 
 /// Timing and test hooks.
 #[derive(Clone)]
@@ -322,7 +204,7 @@ struct Worker {
     handle: JoinHandle<()>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     deps: TunnelDeps,
     settings: TunnelSettings,
     probes: Arc<ProbeResponder>,
@@ -694,308 +576,8 @@ impl TunnelManager {
     }
 }
 
-/// One run of a configured tunnel (one generation).
-struct Run {
-    inner: Arc<Inner>,
-    gen: u64,
-    kind: Kind,
-    public_url: Option<String>,
-    ever_online: bool,
-    /// External URL: checked with the signed probe (else advertised as entered).
-    verifies: bool,
-}
-
-enum Wake {
-    Cancelled,
-    Go,
-}
-
-impl Run {
-    fn current(&self) -> bool {
-        self.inner.generation.load(Ordering::SeqCst) == self.gen
-    }
-
-    /// Publishes a status of this run (ignored once a newer run started).
-    fn publish(
-        &self,
-        state: State,
-        verified: Option<bool>,
-        error: Option<Failure>,
-        attempt: u32,
-        retry_in: Option<Duration>,
-    ) {
-        if !self.current() {
-            return;
-        }
-        let local = &self.inner.deps.local_callback_url;
-        let retrying = error.as_ref().is_none_or(|e| !e.permanent);
-        let advertise_public =
-            state == State::Online || (self.ever_online && retrying && state != State::Off);
-        let callback_url = match (&self.public_url, advertise_public) {
-            (Some(u), true) => u.clone(),
-            _ => local.clone(),
-        };
-        let public = self.public_url.clone();
-        let detail = self.detail(state, &error, attempt, retry_in);
-        let checked_now = verified.is_some();
-        self.inner.tx.send_if_modified(|s| {
-            let changed_state = s.state != state;
-            let next = TunnelStatus {
-                state,
-                kind: Some(self.kind),
-                public_url: public.clone(),
-                callback_url: callback_url.clone(),
-                local_callback_url: local.clone(),
-                detail: detail.clone(),
-                error: error.clone(),
-                since: if changed_state { now() } else { s.since.clone() },
-                attempt,
-                next_retry_at: retry_in.map(|d| {
-                    fmt_time(chrono::Utc::now() + chrono::Duration::from_std(d).unwrap_or_default())
-                }),
-                verified: verified.or(if changed_state && state != State::Online {
-                    None
-                } else {
-                    s.verified
-                }),
-                checked_at: if checked_now {
-                    Some(now())
-                } else {
-                    s.checked_at.clone()
-                },
-                assistant_allow: public.as_deref().map(allow_hint),
-            };
-            if *s == next {
-                return false;
-            }
-            if changed_state || s.error.as_ref().map(|e| e.code) != next.error.as_ref().map(|e| e.code) {
-                match (&next.state, &next.error) {
-                    (State::Failed, Some(e)) => {
-                        tracing::warn!(kind = self.kind.as_str(), code = e.code, "tunnel failed: {}", e.message)
-                    }
-                    (st, _) => {
-                        tracing::info!(kind = self.kind.as_str(), state = st.as_str(), public_url = ?next.public_url, callback_url = %next.callback_url, "tunnel state")
-                    }
-                }
-            }
-            *s = next;
-            true
-        });
-    }
-
-    fn detail(
-        &self,
-        state: State,
-        error: &Option<Failure>,
-        attempt: u32,
-        retry_in: Option<Duration>,
-    ) -> String {
-        let local = &self.inner.deps.local_callback_url;
-        let public = self.public_url.as_deref().unwrap_or("");
-        match (state, self.kind) {
-            (State::Off, _) => off_detail(local),
-            (State::Connecting, Kind::Ngrok) => {
-                format!("Connecting to ngrok (attempt {attempt})…")
-            }
-            (State::Connecting, Kind::External) => {
-                format!("Checking {public}: sending a signed probe through it to this app…")
-            }
-            (State::Online, Kind::Ngrok) => format!(
-                "Online: {public} forwards to the callback listener ({local}). A remote assistant must allow {ALLOW_VAR}={public}."
-            ),
-            (State::Online, Kind::External) => {
-                let mut d = if self.verifies {
-                    format!(
-                        "Verified: a signed probe sent through {public} reached the callback listener ({local}). A remote assistant must allow {ALLOW_VAR}={public}."
-                    )
-                } else {
-                    format!(
-                        "Advertising {public} without checking it (verification is off): it must forward to the callback listener ({local}) and be reachable from the assistant's host. A remote assistant must allow {ALLOW_VAR}={public} (not needed for a loopback URL)."
-                    )
-                };
-                if public.starts_with("http://")
-                    && !Origin::parse(public).is_ok_and(|o| o.is_loopback())
-                {
-                    d.push_str(" Note: plain http — the callback token crosses the network unencrypted unless the path is private (VPN, SSH).");
-                }
-                d
-            }
-            (State::Failed, _) => {
-                let msg = error
-                    .as_ref()
-                    .map(|e| e.message.clone())
-                    .unwrap_or_else(|| "The tunnel is down.".into());
-                match retry_in {
-                    Some(d) => format!("{msg} Next attempt in {} s.", d.as_secs().max(1)),
-                    None => format!("{msg} Not retrying: change the settings and start the tunnel again."),
-                }
-            }
-        }
-    }
-
-    /// Sleeps `d`, or less when poked or cancelled.
-    async fn wait(&self, d: Duration, cancel: &mut watch::Receiver<bool>) -> Wake {
-        tokio::select! {
-            _ = tokio::time::sleep(d) => Wake::Go,
-            _ = self.inner.poke.notified() => Wake::Go,
-            _ = cancel.wait_for(|c| *c) => Wake::Cancelled,
-        }
-    }
-
-    async fn ngrok(mut self, params: NgrokParams, mut cancel: watch::Receiver<bool>) {
-        let settings = self.inner.settings.clone();
-        let mut failures = 0u32;
-        loop {
-            self.publish(State::Connecting, None, None, failures + 1, None);
-            let opened = tokio::select! {
-                r = ngrok::open(&params, settings.connect_timeout) => r,
-                _ = cancel.wait_for(|c| *c) => return,
-            };
-            match opened {
-                Ok(mut t) => {
-                    let origin = Origin::parse(&t.url);
-                    let hosts = match &origin {
-                        Ok(o) => o.host_headers(),
-                        Err(_) => Vec::new(),
-                    };
-                    self.inner.deps.hosts.set_extra(hosts);
-                    self.public_url = Some(
-                        origin
-                            .as_ref()
-                            .map(|o| o.to_string())
-                            .unwrap_or(t.url.clone()),
-                    );
-                    self.ever_online = true;
-                    self.publish(State::Online, None, None, 0, None);
-                    if let (true, Ok(o)) = (settings.ngrok_self_check, origin) {
-                        self.spawn_self_check(o);
-                    }
-                    let lost = tokio::select! {
-                        why = t.serve(self.inner.deps.callback_addr) => Some(why),
-                        _ = cancel.wait_for(|c| *c) => None,
-                    };
-                    t.close().await;
-                    let Some(why) = lost else { return };
-                    failures = 1;
-                    let d = settings.backoff(failures);
-                    self.publish(State::Failed, None, Some(why), failures, Some(d));
-                    if let Wake::Cancelled = self.wait(d, &mut cancel).await {
-                        return;
-                    }
-                }
-                Err(f) => {
-                    failures += 1;
-                    if f.permanent {
-                        self.publish(State::Failed, None, Some(f), failures, None);
-                        return;
-                    }
-                    let d = settings.backoff(failures);
-                    self.publish(State::Failed, None, Some(f), failures, Some(d));
-                    if let Wake::Cancelled = self.wait(d, &mut cancel).await {
-                        return;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Probes the ngrok URL once from this computer (informational: `verified`).
-    fn spawn_self_check(&self, origin: Origin) {
-        let inner = self.inner.clone();
-        let gen = self.gen;
-        tokio::spawn(async move {
-            let t = ProbeTimeouts {
-                step: inner.settings.step_timeout,
-                total: inner.settings.probe_timeout,
-            };
-            let r =
-                external::verify(&origin, &inner.probes, t, &inner.deps.local_callback_url).await;
-            if inner.generation.load(Ordering::SeqCst) != gen {
-                return;
-            }
-            inner.tx.send_if_modified(|s| {
-                if s.state != State::Online {
-                    return false;
-                }
-                s.verified = Some(r.is_ok());
-                s.checked_at = Some(now());
-                if let Err(f) = &r {
-                    tracing::info!(
-                        code = f.code,
-                        "the ngrok URL could not be verified from this computer: {}",
-                        f.message
-                    );
-                    s.detail = format!(
-                        "{} (Could not verify it from this computer: {})",
-                        s.detail, f.message
-                    );
-                }
-                true
-            });
-        });
-    }
-
-    async fn external(
-        mut self,
-        origin: Origin,
-        interval: Duration,
-        mut cancel: watch::Receiver<bool>,
-    ) {
-        let settings = self.inner.settings.clone();
-        let timeouts = ProbeTimeouts {
-            step: settings.step_timeout,
-            total: settings.probe_timeout,
-        };
-        let mut failures = 0u32;
-        let mut online = false;
-        loop {
-            if !online {
-                self.publish(State::Connecting, None, None, failures + 1, None);
-            }
-            let r = tokio::select! {
-                r = external::verify(&origin, &self.inner.probes, timeouts, &self.inner.deps.local_callback_url) => r,
-                _ = cancel.wait_for(|c| *c) => return,
-            };
-            let wait = match r {
-                Ok(v) => {
-                    failures = 0;
-                    online = true;
-                    self.ever_online = true;
-                    let mut hosts = origin.host_headers();
-                    if let Some(h) = v.host_seen.filter(|h| valid_host(h) && !hosts.contains(h)) {
-                        hosts.push(h);
-                    }
-                    self.inner.deps.hosts.set_extra(hosts);
-                    self.publish(State::Online, Some(true), None, 0, None);
-                    interval
-                }
-                Err(f) => {
-                    failures += 1;
-                    online = false;
-                    let d = settings.backoff(failures).min(interval);
-                    let permanent = f.permanent;
-                    self.publish(
-                        State::Failed,
-                        Some(false),
-                        Some(f),
-                        failures,
-                        (!permanent).then_some(d),
-                    );
-                    if permanent {
-                        return;
-                    }
-                    d
-                }
-            };
-            if let Wake::Cancelled = self.wait(wait, &mut cancel).await {
-                return;
-            }
-        }
-    }
-}
-
 /// A plausible `host[:port]` (what a proxy put in `Host`).
-fn valid_host(h: &str) -> bool {
+pub(super) fn valid_host(h: &str) -> bool {
     !h.is_empty()
         && h.len() <= 260
         && h.chars()
