@@ -2,7 +2,6 @@
 //! TLS — each bounded by a timeout and each failing with a [`Failure`] a person understands.
 //! The steps themselves are [`crate::net::connect`]'s; this module words their failures.
 
-pub use crate::net::connect::Io;
 use crate::net::connect::{self, ConnectError};
 use serde::Serialize;
 use std::net::SocketAddr;
