@@ -151,18 +151,9 @@ fn settings_for(hub_url: &str) -> HubSettings {
     HubSettings::new(hub_url, Token::new("cw_sess_0123456789abcdef"), "s1")
 }
 
-/// One answer to one request, then the connection is closed.
+/// One answer to one request (the clients' test server), then the connection is closed.
 async fn answering(answer: Vec<u8>) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = l.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        let (mut s, _) = l.accept().await.unwrap();
-        let mut buf = vec![0u8; 4096];
-        let _ = s.read(&mut buf).await;
-        let _ = s.write_all(&answer).await;
-    });
-    port
+    crate::net::http::serve_once(answer, Duration::ZERO).await.0
 }
 
 #[tokio::test]
