@@ -1,13 +1,12 @@
 //! The BYO jobs table (`byo_jobs`, migration 0007) and the transcript turns waiting for a
-//! live-analysis job (`byo_turns`). Its own small write pool on the app's database file (the
-//! conversation's writer is not involved); every state change is one statement, so a restart
-//! finds each job either before or after it.
+//! live-analysis job (`byo_turns`). Written through the store's one writer thread
+//! ([`Store::write`]: the conversation's group commit and durability); every state change is
+//! one write, so a restart finds each job either before or after it. Read on the store's read
+//! pool.
 
-use crate::store::Store;
+use crate::store::{Stmt, Store, StoreError};
 use serde_json::Value;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{ConnectOptions, Row, SqlitePool};
-use std::time::Duration;
+use sqlx::{Row, SqlitePool};
 
 const INSERT: &str = "INSERT INTO byo_jobs (job_id, purpose, app_session, source_task_id, \
      anchor, correlation_id, state, deadline_ms, created_ms, event) \
@@ -17,12 +16,8 @@ const INSERT_OR_IGNORE: &str = "INSERT OR IGNORE INTO byo_jobs (job_id, purpose,
      VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)";
 
 /// A new job's row, `queued`, for one of the two statements above.
-fn insert_job<'q>(
-    sql: &'static str,
-    j: &'q NewJob<'q>,
-    now_ms: i64,
-) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
-    sqlx::query(sql)
+fn insert_job(sql: &'static str, j: &NewJob<'_>, now_ms: i64) -> Stmt {
+    Stmt::new(sql)
         .bind(j.job_id)
         .bind(j.purpose)
         .bind(j.app_session)
@@ -52,8 +47,12 @@ pub const CHAT: &str = "chat";
 pub const TEST: &str = "connectivity_test";
 
 #[derive(Debug, thiserror::Error)]
-#[error("BYO jobs table: {0}")]
-pub struct JobsError(#[from] sqlx::Error);
+pub enum JobsError {
+    #[error("BYO jobs table: {0}")]
+    Read(#[from] sqlx::Error),
+    #[error("BYO jobs table: {0}")]
+    Write(#[from] StoreError),
+}
 
 /// One row of `byo_jobs`.
 #[derive(Debug, Clone)]
@@ -126,40 +125,30 @@ fn job(r: &sqlx::sqlite::SqliteRow) -> Job {
 
 #[derive(Clone)]
 pub struct Jobs {
+    /// The store's read pool.
     pool: SqlitePool,
-    /// Told of every write (the store checkpoints the WAL; auto-checkpoints are off).
+    /// Writes go through its writer thread.
     store: Store,
 }
 
 impl Jobs {
-    /// Opens a pool on the app's database (already migrated by the store). `synchronous =
-    /// NORMAL` in WAL mode, like the store's default durability (crash-safe; the store's WAL
-    /// sync, told of each commit, bounds what a power loss can take).
-    pub async fn open(store: &Store) -> Result<Jobs, JobsError> {
-        let opts = SqliteConnectOptions::new()
-            .filename(store.path())
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(10))
-            .pragma("wal_autocheckpoint", "0")
-            .log_statements(tracing::log::LevelFilter::Trace);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(2)
-            .connect_with(opts)
-            .await?;
-        Ok(Jobs {
-            pool,
+    /// The tables on the app's database (already migrated by the store).
+    pub fn new(store: &Store) -> Jobs {
+        Jobs {
+            pool: store.reads().clone(),
             store: store.clone(),
-        })
+        }
+    }
+
+    /// One statement through the writer; the rows it changed.
+    async fn write(&self, stmt: Stmt) -> Result<u64, JobsError> {
+        let changes = self.store.write(vec![stmt]).await?;
+        Ok(changes.first().copied().unwrap_or(0))
     }
 
     /// Inserts a job; `false` when its id or source task id is already there.
     pub async fn insert(&self, j: &NewJob<'_>, now_ms: i64) -> Result<bool, JobsError> {
-        let r = insert_job(INSERT_OR_IGNORE, j, now_ms)
-            .execute(&self.pool)
-            .await?;
-        self.store.committed();
-        Ok(r.rows_affected() == 1)
+        Ok(self.write(insert_job(INSERT_OR_IGNORE, j, now_ms)).await? == 1)
     }
 
     pub async fn get(&self, job_id: &str) -> Result<Option<Job>, JobsError> {
@@ -223,13 +212,13 @@ impl Jobs {
     }
 
     pub async fn mark_dispatched(&self, job_id: &str) -> Result<(), JobsError> {
-        sqlx::query(
-            "UPDATE byo_jobs SET state = 'dispatched' WHERE job_id = ? AND state = 'queued'",
+        self.write(
+            Stmt::new(
+                "UPDATE byo_jobs SET state = 'dispatched' WHERE job_id = ? AND state = 'queued'",
+            )
+            .bind(job_id),
         )
-        .bind(job_id)
-        .execute(&self.pool)
         .await?;
-        self.store.committed();
         Ok(())
     }
 
@@ -242,38 +231,34 @@ impl Jobs {
         error: Option<(&str, &str)>,
         now_ms: i64,
     ) -> Result<bool, JobsError> {
-        let r = sqlx::query(
-            "UPDATE byo_jobs SET state = ?, result = ?, error_code = ?, error_message = ?, \
-             completed_ms = ? WHERE job_id = ? AND state IN ('queued','dispatched')",
-        )
+        let r = self
+            .write(
+                Stmt::new("UPDATE byo_jobs SET state = ?, result = ?, error_code = ?, error_message = ?, \
+             completed_ms = ? WHERE job_id = ? AND state IN ('queued','dispatched')",)
         .bind(state)
         .bind(result.map(|v| v.to_string()))
         .bind(error.map(|e| e.0))
         .bind(error.map(|e| e.1))
         .bind(now_ms)
         .bind(job_id)
-        .execute(&self.pool)
-        .await?;
-        self.store.committed();
-        Ok(r.rows_affected() == 1)
+            )
+            .await?;
+        Ok(r == 1)
     }
 
     pub async fn mark_applied(&self, job_id: &str) -> Result<(), JobsError> {
-        sqlx::query("UPDATE byo_jobs SET applied = 1 WHERE job_id = ?")
-            .bind(job_id)
-            .execute(&self.pool)
+        self.write(Stmt::new("UPDATE byo_jobs SET applied = 1 WHERE job_id = ?").bind(job_id))
             .await?;
-        self.store.committed();
         Ok(())
     }
 
     pub async fn set_event(&self, job_id: &str, event: &str) -> Result<(), JobsError> {
-        sqlx::query("UPDATE byo_jobs SET event = ? WHERE job_id = ?")
-            .bind(event)
-            .bind(job_id)
-            .execute(&self.pool)
-            .await?;
-        self.store.committed();
+        self.write(
+            Stmt::new("UPDATE byo_jobs SET event = ? WHERE job_id = ?")
+                .bind(event)
+                .bind(job_id),
+        )
+        .await?;
         Ok(())
     }
 
@@ -283,30 +268,29 @@ impl Jobs {
         reply_id: &str,
         partial: &str,
     ) -> Result<(), JobsError> {
-        sqlx::query(
-            "UPDATE byo_jobs SET reply_id = COALESCE(reply_id, ?), partial = ? WHERE job_id = ?",
-        )
+        self
+            .write(
+                Stmt::new("UPDATE byo_jobs SET reply_id = COALESCE(reply_id, ?), partial = ? WHERE job_id = ?",)
         .bind(reply_id)
         .bind(partial)
         .bind(job_id)
-        .execute(&self.pool)
-        .await?;
-        self.store.committed();
+            )
+            .await?;
         Ok(())
     }
 
     /// Every open job ends `failed` with `code` (unpairing: nothing will answer them).
     pub async fn fail_open(&self, code: &str, message: &str, now_ms: i64) -> Result<(), JobsError> {
-        sqlx::query(
-            "UPDATE byo_jobs SET state = 'failed', error_code = ?, error_message = ?, \
+        self.write(
+            Stmt::new(
+                "UPDATE byo_jobs SET state = 'failed', error_code = ?, error_message = ?, \
              completed_ms = ?, applied = 1 WHERE state IN ('queued','dispatched')",
+            )
+            .bind(code)
+            .bind(message)
+            .bind(now_ms),
         )
-        .bind(code)
-        .bind(message)
-        .bind(now_ms)
-        .execute(&self.pool)
         .await?;
-        self.store.committed();
         Ok(())
     }
 
@@ -321,19 +305,18 @@ impl Jobs {
         text: &str,
         occurred_at: &str,
     ) -> Result<bool, JobsError> {
-        let r = sqlx::query(
-            "INSERT OR IGNORE INTO byo_turns (task_id, call_id, speaker, text, occurred_at, seq) \
-             VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM byo_turns))",
-        )
+        let r = self
+            .write(
+                Stmt::new("INSERT OR IGNORE INTO byo_turns (task_id, call_id, speaker, text, occurred_at, seq) \
+             VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM byo_turns))",)
         .bind(task_id)
         .bind(call_id)
         .bind(speaker)
         .bind(text)
         .bind(occurred_at)
-        .execute(&self.pool)
-        .await?;
-        self.store.committed();
-        Ok(r.rows_affected() == 1)
+            )
+            .await?;
+        Ok(r == 1)
     }
 
     /// The call's last `window` turns (oldest first).
@@ -388,17 +371,13 @@ impl Jobs {
         turns: &[String],
         now_ms: i64,
     ) -> Result<(), JobsError> {
-        let mut tx = self.pool.begin().await?;
-        insert_job(INSERT, j, now_ms).execute(&mut *tx).await?;
-        for t in turns {
-            sqlx::query("UPDATE byo_turns SET job_id = ? WHERE task_id = ? AND job_id IS NULL")
+        let mut stmts = vec![insert_job(INSERT, j, now_ms)];
+        stmts.extend(turns.iter().map(|t| {
+            Stmt::new("UPDATE byo_turns SET job_id = ? WHERE task_id = ? AND job_id IS NULL")
                 .bind(j.job_id)
-                .bind(t)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        self.store.committed();
+                .bind(t.as_str())
+        }));
+        self.store.write(stmts).await?;
         Ok(())
     }
 
@@ -415,11 +394,8 @@ impl Jobs {
 
     /// A call's turns are no longer needed (the session was deleted).
     pub async fn forget_call(&self, call_id: &str) -> Result<(), JobsError> {
-        sqlx::query("DELETE FROM byo_turns WHERE call_id = ?")
-            .bind(call_id)
-            .execute(&self.pool)
+        self.write(Stmt::new("DELETE FROM byo_turns WHERE call_id = ?").bind(call_id))
             .await?;
-        self.store.committed();
         Ok(())
     }
 }

@@ -75,7 +75,7 @@ pub(crate) struct Live {
 
 pub(crate) struct Inner {
     pub ctx: Arc<AssistantContext>,
-    jobs: OnceCell<Jobs>,
+    jobs: Jobs,
     pub paired: RwLock<Option<Arc<Paired>>>,
     pub code: Mutex<Option<Code>>,
     /// Failed pairing attempts (the route is reachable by anyone through the tunnel).
@@ -123,8 +123,8 @@ impl ByoKind {
         let paired = pairing::load(&ctx.data_dir).and_then(paired_from);
         let me = ByoKind {
             inner: Arc::new(Inner {
+                jobs: Jobs::new(ctx.conversation.store()),
                 ctx,
-                jobs: OnceCell::new(),
                 paired: RwLock::new(paired),
                 code: Mutex::new(None),
                 pair_guard: AuthGuard::default(),
@@ -142,13 +142,8 @@ impl ByoKind {
         me
     }
 
-    pub(crate) async fn jobs(&self) -> Result<&Jobs, KindError> {
-        let store = self.inner.ctx.conversation.store();
-        self.inner
-            .jobs
-            .get_or_try_init(|| Jobs::open(store))
-            .await
-            .map_err(|e| KindError::internal("storage_unavailable", e.to_string()))
+    pub(crate) fn jobs(&self) -> &Jobs {
+        &self.inner.jobs
     }
 
     /// Accepts an envelope `message_id` once (persistent across restarts).
@@ -287,19 +282,18 @@ impl ByoKind {
             live.heartbeat_status = None;
         }
         self.report_status();
-        if let Ok(jobs) = self.jobs().await {
-            match jobs.sendable().await {
-                Ok(list) => {
-                    let now = self.now_ms();
-                    for j in list.iter().filter(|j| j.deadline_ms > now) {
-                        if let Some(ev) = &j.event {
-                            let _ = tx.send(sse_line(&wire_event(ev)));
-                            let _ = jobs.mark_dispatched(&j.job_id).await;
-                        }
+        let jobs = self.jobs();
+        match jobs.sendable().await {
+            Ok(list) => {
+                let now = self.now_ms();
+                for j in list.iter().filter(|j| j.deadline_ms > now) {
+                    if let Some(ev) = &j.event {
+                        let _ = tx.send(sse_line(&wire_event(ev)));
+                        let _ = jobs.mark_dispatched(&j.job_id).await;
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "BYO jobs not re-sent"),
             }
+            Err(e) => tracing::warn!(error = %e, "BYO jobs not re-sent"),
         }
         // The capability probe, once the paired plugin first connects.
         if self.capabilities().is_none() {
@@ -331,9 +325,8 @@ impl ByoKind {
             .as_ref()
             .is_some_and(|s| s.tx.send(sse_line(&wire_event(event))).is_ok());
         if sent {
-            if let Ok(jobs) = self.jobs().await {
-                let _ = jobs.mark_dispatched(job_id).await;
-            }
+            let jobs = self.jobs();
+            let _ = jobs.mark_dispatched(job_id).await;
         }
     }
 
@@ -514,7 +507,7 @@ impl ByoKind {
     /// `capability_probe` (on first connect, and on demand with `force`).
     pub async fn probe(&self, force: bool) -> Result<String, KindError> {
         let p = self.paired().ok_or_else(not_paired)?;
-        let jobs = self.jobs().await?;
+        let jobs = self.jobs();
         if !force
             && jobs.count(jobs::PROBE, "queued").await.unwrap_or(0)
                 + jobs.count(jobs::PROBE, "dispatched").await.unwrap_or(0)
@@ -590,7 +583,7 @@ impl ByoKind {
     }
 
     pub(crate) async fn insert_and_push(&self, j: &NewJob<'_>) -> Result<(), KindError> {
-        let jobs = self.jobs().await?;
+        let jobs = self.jobs();
         let fresh = jobs
             .insert(j, self.now_ms())
             .await
@@ -605,7 +598,7 @@ impl ByoKind {
 
     /// Open jobs past their deadline end `timed_out` (and are not sent again).
     async fn sweep(&self) {
-        let Ok(jobs) = self.jobs().await else { return };
+        let jobs = self.jobs();
         let now = self.now_ms();
         if let Ok(expired) = jobs.expired(now).await {
             for j in expired {
@@ -644,9 +637,7 @@ impl ByoKind {
     }
 
     async fn catch_up(&self) -> bool {
-        let Ok(jobs) = self.jobs().await else {
-            return false;
-        };
+        let jobs = self.jobs();
         if let Ok(list) = jobs.unapplied().await {
             for j in list {
                 self.apply(&j).await;
@@ -717,7 +708,6 @@ impl AssistantKind for ByoKind {
                 }
             }
             self.inner.ctx.save_settings(KIND, &json!({}))?;
-            self.jobs().await?;
             Ok(())
         })
     }
@@ -738,11 +728,10 @@ impl AssistantKind for ByoKind {
             let _ = std::fs::remove_file(self.profile_path());
             *self.inner.code.lock().expect("code lock") = None;
             *self.inner.live.lock().expect("live lock") = Live::default();
-            if let Ok(jobs) = self.jobs().await {
-                let _ = jobs
-                    .fail_open("unpaired", "the assistant was unpaired", self.now_ms())
-                    .await;
-            }
+            let jobs = self.jobs();
+            let _ = jobs
+                .fail_open("unpaired", "the assistant was unpaired", self.now_ms())
+                .await;
             if let Some(p) = was {
                 tracing::info!(integration = %p.integration.integration_id, "BYO plugin unpaired");
             }
@@ -782,9 +771,8 @@ impl AssistantKind for ByoKind {
         let me = self.clone();
         let call = session_id.to_string();
         tokio::spawn(async move {
-            if let Ok(jobs) = me.jobs().await {
-                let _ = jobs.forget_call(&call).await;
-            }
+            let jobs = me.jobs();
+            let _ = jobs.forget_call(&call).await;
         });
     }
 

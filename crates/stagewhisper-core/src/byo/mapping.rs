@@ -50,7 +50,7 @@ impl ByoKind {
             return Ok(());
         };
         let _one = self.inner.schedule.lock().await;
-        let jobs = self.jobs().await?;
+        let jobs = self.jobs();
         let insights = format!("insights:{call_id}");
         let db = |e: jobs::JobsError| KindError::internal("storage_unavailable", e.to_string());
         if jobs.live_in_flight(&insights).await.map_err(db)?.is_some() {
@@ -121,9 +121,8 @@ impl ByoKind {
                 return; // applied stays 0: the sweeper tries again
             }
         }
-        if let Ok(jobs) = self.jobs().await {
-            let _ = jobs.mark_applied(&job.job_id).await;
-        }
+        let jobs = self.jobs();
+        let _ = jobs.mark_applied(&job.job_id).await;
         if job.purpose == jobs::LIVE {
             if let Some(call) = job
                 .app_session
@@ -195,7 +194,7 @@ impl ByoKind {
                 after: None,
             });
         };
-        let jobs = self.jobs().await?;
+        let jobs = self.jobs();
         let db = |e: jobs::JobsError| KindError::internal("storage_unavailable", e.to_string());
         match entry {
             // The framing goes into every live job (render_prelude with the call's title).

@@ -166,12 +166,11 @@ impl Relay {
                 let test_id = b["test_id"].as_str().unwrap_or("");
                 self.kind
                     .test_replied(test_id, b["content"].as_str().unwrap_or(""));
-                if let Ok(jobs) = self.kind.jobs().await {
-                    let _ = jobs
-                        .finish(test_id, "completed", Some(&b["content"]), None, now)
-                        .await;
-                    let _ = jobs.mark_applied(test_id).await;
-                }
+                let jobs = self.kind.jobs();
+                let _ = jobs
+                    .finish(test_id, "completed", Some(&b["content"]), None, now)
+                    .await;
+                let _ = jobs.mark_applied(test_id).await;
                 ok(json!({"ok": true}))
             }
             (_, ["integrations", _, ..]) => detail(
@@ -307,10 +306,7 @@ impl Relay {
     }
 
     async fn fetch_job(&self, job_id: &str) -> Resp {
-        let jobs = match self.kind.jobs().await {
-            Ok(j) => j,
-            Err(e) => return db(e),
-        };
+        let jobs = self.kind.jobs();
         match jobs.get(job_id).await {
             Ok(Some(j)) if j.event.is_some() && j.purpose != jobs::CHAT => {
                 crate::http::json_response(
@@ -389,10 +385,7 @@ impl Relay {
         b: &Value,
         dialect: Dialect,
     ) -> Resp {
-        let jobs = match self.kind.jobs().await {
-            Ok(j) => j,
-            Err(e) => return db(e),
-        };
+        let jobs = self.kind.jobs();
         let job = match jobs.get(job_id).await {
             Ok(Some(j)) if j.purpose != jobs::CHAT && j.purpose != jobs::TEST => j,
             Ok(_) => return detail(StatusCode::NOT_FOUND, "unknown_job", "no such job"),
@@ -478,7 +471,7 @@ impl Relay {
         if job.deadline_ms > now {
             return None;
         }
-        let jobs = self.kind.jobs().await.ok()?;
+        let jobs = self.kind.jobs();
         if jobs
             .finish(&job.job_id, "timed_out", None, Some(("timed_out", "")), now)
             .await
@@ -495,7 +488,7 @@ impl Relay {
     }
 
     async fn chat_job(&self, id: &str) -> Result<Job, Resp> {
-        let jobs = self.kind.jobs().await.map_err(db)?;
+        let jobs = self.kind.jobs();
         match jobs.get(id).await {
             Ok(Some(j)) if j.purpose == jobs::CHAT => Ok(j),
             Ok(_) => match jobs.by_reply_id(id).await {
@@ -518,10 +511,7 @@ impl Relay {
         text: Option<&str>,
         error: Option<(&str, &str)>,
     ) -> Resp {
-        let jobs = match self.kind.jobs().await {
-            Ok(j) => j,
-            Err(e) => return db(e),
-        };
+        let jobs = self.kind.jobs();
         let result = text.map(|t| json!(t));
         match jobs
             .finish(
@@ -605,13 +595,12 @@ impl Relay {
             .reply_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        if let Ok(jobs) = self.kind.jobs().await {
-            if let Err(e) = jobs
-                .set_reply(&job.job_id, &reply_id, job.partial.as_deref().unwrap_or(""))
-                .await
-            {
-                return db(e);
-            }
+        let jobs = self.kind.jobs();
+        if let Err(e) = jobs
+            .set_reply(&job.job_id, &reply_id, job.partial.as_deref().unwrap_or(""))
+            .await
+        {
+            return db(e);
         }
         if job.is_open() {
             if let (Some(session), Some(task)) = (&job.app_session, &job.source_task_id) {
@@ -634,10 +623,9 @@ impl Relay {
         let mut partial = job.partial.clone().unwrap_or_default();
         if step == "delta" {
             partial.push_str(b["delta"].as_str().unwrap_or(""));
-            if let Ok(jobs) = self.kind.jobs().await {
-                if let Err(e) = jobs.set_reply(&job.job_id, reply_id, &partial).await {
-                    return db(e);
-                }
+            let jobs = self.kind.jobs();
+            if let Err(e) = jobs.set_reply(&job.job_id, reply_id, &partial).await {
+                return db(e);
             }
             return ok(json!({"ok": true}));
         }

@@ -5,15 +5,13 @@
 //! the id, so the genuine envelope after it is refused too; that is the safe way round (an
 //! attacker who can inject can also drop). Bounded: ids older than [`RETENTION`] are pruned
 //! (at open, then after every [`PRUNE_EVERY`] accepted ids), so the table holds about a week of
-//! traffic. Writes go through the store's side-writer connection
-//! ([`crate::store::Store::connect_side_writer`]), never the conversation's writer.
+//! traffic. Writes go through the store's one writer thread ([`Store::write`]: the
+//! conversation's group commit and durability); reads through its read pool.
 
 use crate::clock::SharedClock;
-use crate::store::{Store, StoreError};
-use sqlx::SqliteConnection;
+use crate::store::{Stmt, Store, StoreError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::sync::Mutex;
 
 /// How long an accepted `message_id` is remembered.
 pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -51,7 +49,6 @@ impl ReplayError {
 
 /// The persistent replay guard (one per app; cheap to share behind an `Arc`).
 pub struct ReplayGuard {
-    conn: Mutex<SqliteConnection>,
     store: Store,
     clock: SharedClock,
     retention_ms: i64,
@@ -72,9 +69,7 @@ impl ReplayGuard {
         retention: Duration,
         prune_every: u64,
     ) -> Result<ReplayGuard, ReplayError> {
-        let conn = store.connect_side_writer().await?;
         let guard = ReplayGuard {
-            conn: Mutex::new(conn),
             store: store.clone(),
             clock,
             retention_ms: i64::try_from(retention.as_millis()).unwrap_or(i64::MAX),
@@ -92,19 +87,13 @@ impl ReplayGuard {
             return Err(ReplayError::BadMessageId);
         }
         let now = self.clock.now_ms();
-        let inserted = {
-            let mut conn = self.conn.lock().await;
-            sqlx::query("INSERT OR IGNORE INTO byo_replay (message_id, seen_at_ms) VALUES (?, ?)")
+        let insert =
+            Stmt::new("INSERT OR IGNORE INTO byo_replay (message_id, seen_at_ms) VALUES (?, ?)")
                 .bind(message_id)
-                .bind(now)
-                .execute(&mut *conn)
-                .await?
-                .rows_affected()
-        };
-        if inserted == 0 {
+                .bind(now);
+        if self.store.write(vec![insert]).await?.first() != Some(&1) {
             return Err(ReplayError::Replayed(message_id.to_string()));
         }
-        self.store.committed();
         if self.since_prune.fetch_add(1, Ordering::Relaxed) + 1 >= self.prune_every {
             self.prune().await?;
         }
@@ -115,23 +104,15 @@ impl ReplayGuard {
     pub async fn prune(&self) -> Result<u64, ReplayError> {
         self.since_prune.store(0, Ordering::Relaxed);
         let cutoff = self.clock.now_ms().saturating_sub(self.retention_ms);
-        let mut conn = self.conn.lock().await;
-        let n = sqlx::query("DELETE FROM byo_replay WHERE seen_at_ms < ?")
-            .bind(cutoff)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
-        if n > 0 {
-            self.store.committed();
-        }
-        Ok(n)
+        let delete = Stmt::new("DELETE FROM byo_replay WHERE seen_at_ms < ?").bind(cutoff);
+        let changes = self.store.write(vec![delete]).await?;
+        Ok(changes.first().copied().unwrap_or(0))
     }
 
     /// How many ids are remembered.
     pub async fn len(&self) -> Result<u64, ReplayError> {
-        let mut conn = self.conn.lock().await;
         let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM byo_replay")
-            .fetch_one(&mut *conn)
+            .fetch_one(self.store.reads())
             .await?;
         Ok(n as u64)
     }
@@ -148,7 +129,6 @@ mod tests {
     use super::*;
     use crate::byo::crypto::{Dialect, Envelope, EnvelopeKey};
     use crate::clock::ManualClock;
-    use crate::store::Durability;
     use std::sync::Arc;
 
     fn clock() -> Arc<ManualClock> {
@@ -161,7 +141,7 @@ mod tests {
         let db = dir.path().join("app.sqlite");
         let clock = clock();
         {
-            let (store, _writer) = Store::open(&db, Durability::Crash).await.unwrap();
+            let (store, _writer) = crate::store::open_with_writer(&db).await;
             let guard = ReplayGuard::open(&store, clock.clone()).await.unwrap();
             guard.check_and_record("m-1").await.unwrap();
             guard.check_and_record("m-2").await.unwrap();
@@ -169,7 +149,7 @@ mod tests {
             assert_eq!(err.code(), "replayed");
             assert_eq!(guard.len().await.unwrap(), 2);
         }
-        let (store, _writer) = Store::open(&db, Durability::Crash).await.unwrap();
+        let (store, _writer) = crate::store::open_with_writer(&db).await;
         let guard = ReplayGuard::open(&store, clock.clone()).await.unwrap();
         assert_eq!(guard.len().await.unwrap(), 2);
         for id in ["m-1", "m-2"] {
@@ -187,7 +167,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("app.sqlite");
         let clock = clock();
-        let (store, _writer) = Store::open(&db, Durability::Crash).await.unwrap();
+        let (store, _writer) = crate::store::open_with_writer(&db).await;
         let guard = ReplayGuard::open(&store, clock.clone()).await.unwrap();
         guard.check_and_record("old").await.unwrap();
         clock.advance_ms(6 * 24 * 3600 * 1000);
@@ -210,9 +190,7 @@ mod tests {
     #[tokio::test]
     async fn the_table_stays_bounded_under_a_stream_of_ids() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _writer) = Store::open(&dir.path().join("a.sqlite"), Durability::Crash)
-            .await
-            .unwrap();
+        let (store, _writer) = crate::store::open_with_writer(&dir.path().join("a.sqlite")).await;
         let clock = clock();
         let (retention, every) = (Duration::from_secs(20), 10);
         let guard = ReplayGuard::open_with(&store, clock.clone(), retention, every)
@@ -236,9 +214,7 @@ mod tests {
     #[tokio::test]
     async fn bad_message_ids_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _w) = Store::open(&dir.path().join("a.sqlite"), Durability::Crash)
-            .await
-            .unwrap();
+        let (store, _writer) = crate::store::open_with_writer(&dir.path().join("a.sqlite")).await;
         let guard = ReplayGuard::open(&store, clock()).await.unwrap();
         assert_eq!(
             guard.check_and_record("").await.unwrap_err().code(),
@@ -310,9 +286,8 @@ mod tests {
                 continue;
             };
             let dir = tempfile::tempdir().unwrap();
-            let (store, _w) = Store::open(&dir.path().join("a.sqlite"), Durability::Crash)
-                .await
-                .unwrap();
+            let (store, _writer) =
+                crate::store::open_with_writer(&dir.path().join("a.sqlite")).await;
             let guard = ReplayGuard::open(&store, clock()).await.unwrap();
             for step in steps {
                 let label = step["step"].as_str().unwrap();

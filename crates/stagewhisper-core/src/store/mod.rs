@@ -10,6 +10,10 @@
 //!   code), without sqlx's per-statement hand-off to its worker thread;
 //! - [`search`]: search (the index and the rows it does not have yet), pages, the export's
 //!   read-only open.
+//! - `side.rs`: the writes of the small tables beside the conversation (BYO's jobs, turns and
+//!   replay guard; the assistant outbox's notices and stream cursors), queued with
+//!   [`Store::queue_write`] and committed by the same writer thread, in the same commits. The
+//!   writer thread is the only connection that writes the database.
 //!
 //! Durability ([`Durability`]): WAL, and every answer waits for its commit. With
 //! `synchronous = NORMAL` (the default, [`Durability::Crash`]) a commit is in the operating
@@ -44,8 +48,10 @@ use tokio::sync::{oneshot, Notify};
 pub mod load;
 mod raw;
 pub mod search;
+mod side;
 pub mod writer;
 pub use raw::{CheckpointMode, Checkpointed, Param, RawConn, RawError};
+pub use side::{Arg, Changes, Stmt, Written};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -57,6 +63,12 @@ pub enum StoreError {
     Thread(#[from] std::io::Error),
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The writer thread is gone (the app is stopping): nothing of the write was committed.
+    #[error("the database writer stopped")]
+    WriterStopped,
+    /// The commit that carried a write failed (a full disk, say): nothing of it was committed.
+    #[error("database error: {0}")]
+    CommitFailed(String),
 }
 
 /// How far an acknowledged write is guaranteed.
@@ -90,13 +102,16 @@ impl Durability {
 /// How often the WAL is fsynced in [`Durability::Crash`] mode (when anything was committed).
 const WAL_SYNC_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Read side of the store (a pool of read-only connections) plus the checkpoint trigger.
+/// Read side of the store (a pool of read-only connections), the checkpoint trigger and the
+/// queue of writes beside the conversation's (`side.rs`).
 #[derive(Clone)]
 pub struct Store {
     read: SqlitePool,
     path: PathBuf,
     checkpoint: Arc<Checkpoints>,
     durability: Durability,
+    /// Writes of the tables beside the conversation, on their way to the writer thread.
+    side: Arc<side::SideQueue>,
 }
 
 /// What the writer thread and the checkpointer share: how big the WAL is, whether anything
@@ -200,6 +215,7 @@ impl Store {
             path: path.to_path_buf(),
             checkpoint: Arc::new(Checkpoints::default()),
             durability,
+            side: Arc::default(),
         };
         store.spawn_checkpointer().await?;
         if durability == Durability::Crash {
@@ -228,16 +244,10 @@ impl Store {
         self.durability
     }
 
-    /// A write connection for a kind's own small tables (the BYO replay guard), never for
-    /// conversation state, which only the writer thread writes. Its commits are fsynced
-    /// (`synchronous = FULL`) and it never checkpoints by itself (the checkpointer does, told
-    /// through [`Store::committed`] by its user).
-    pub async fn connect_side_writer(&self) -> Result<SqliteConnection, StoreError> {
-        Ok(base_options(&self.path)
-            .pragma("wal_autocheckpoint", "0")
-            .pragma("cache_size", "-1024")
-            .connect()
-            .await?)
+    /// The views' read pool, also for the reads of the tables beside the conversation (BYO's
+    /// jobs and replay guard, the outbox's state), whose writes go through [`Store::write`].
+    pub(crate) fn reads(&self) -> &SqlitePool {
+        &self.read
     }
 
     /// A commit that wrote something happened.
@@ -245,7 +255,7 @@ impl Store {
         self.checkpoint.total.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Commits ever made (the writer's and the side writers').
+    /// Commits ever made (all of them the writer thread's).
     pub fn commits(&self) -> u64 {
         self.checkpoint.total.load(Ordering::Relaxed)
     }
@@ -655,6 +665,26 @@ pub enum Op {
         session_id: String,
         data: String,
     },
+}
+
+/// Test-only: what a writer thread started without a conversation carries (nothing: its
+/// only work is the writes beside the conversation's).
+#[cfg(test)]
+pub(crate) struct NoUnits;
+
+#[cfg(test)]
+impl writer::Payload for NoUnits {
+    fn fail(self, _why: &str) {}
+}
+
+/// Test-only: a store at `path` and its writer thread (kept while the handle lives), for the
+/// tables written through [`Store::write`] without a conversation.
+#[cfg(test)]
+pub(crate) async fn open_with_writer(path: &Path) -> (Store, writer::WriterHandle<NoUnits>) {
+    let (store, conn) = Store::open(path, Durability::Crash).await.unwrap();
+    let (done, _) = tokio::sync::mpsc::unbounded_channel();
+    let writer = writer::spawn(store.clone(), conn, done).unwrap();
+    (store, writer)
 }
 
 /// Test-only: a database at `path` migrated by the migrations before `version` only (a

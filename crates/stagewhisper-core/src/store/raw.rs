@@ -67,6 +67,16 @@ impl<'a> From<&'a Option<String>> for Param<'a> {
     }
 }
 
+impl<'a> From<&'a super::Arg> for Param<'a> {
+    fn from(v: &'a super::Arg) -> Self {
+        match v {
+            super::Arg::Null => Param::Null,
+            super::Arg::Int(i) => Param::Int(*i),
+            super::Arg::Text(s) => Param::Text(s),
+        }
+    }
+}
+
 /// Prepared statements on a borrowed connection handle.
 pub struct RawConn {
     db: NonNull<ffi::sqlite3>,
@@ -317,6 +327,12 @@ impl RawConn {
         unsafe {
             ffi::sqlite3_db_release_memory(self.db.as_ptr());
         }
+    }
+
+    /// Rows changed by the most recent INSERT, UPDATE or DELETE on this handle.
+    pub fn changes(&self) -> u64 {
+        // SAFETY: valid handle.
+        unsafe { ffi::sqlite3_changes64(self.db.as_ptr()) as u64 }
     }
 
     /// Whether a transaction is open on the connection.

@@ -56,6 +56,8 @@ impl Store {
             path: path.to_path_buf(),
             checkpoint: Default::default(),
             durability: Durability::default(),
+            // No writer: a write is answered at once, "the writer stopped".
+            side: std::sync::Arc::new(super::side::SideQueue::closed()),
         })
     }
 

@@ -27,8 +27,9 @@
 //!   idle writer starts it over; and if a burst never let it be idle, at [`WAL_LIMIT_FRAMES`]
 //!   it copies the last frames itself so the WAL starts over at its next commit.
 
+use super::side::{Changes, SideWrite, Stmt};
 use super::{
-    CheckpointMode, Maintenance, Op, RawConn, RawError, Store, StoreError, BUSY_TIMEOUT_MS,
+    CheckpointMode, Maintenance, Op, Param, RawConn, RawError, Store, StoreError, BUSY_TIMEOUT_MS,
     WAL_LIMIT_FRAMES,
 };
 use crate::model::MessageRow;
@@ -63,6 +64,8 @@ enum Msg<P> {
     /// A commit made by the deciding side left work for between commits (the search index,
     /// the WAL's limit, the page cache): the thread does it, off the deciding side's thread.
     Housekeep,
+    /// Writes beside the conversation's were queued (`side.rs`): they go into the next commit.
+    Side,
 }
 
 /// What the deciding side hands over: the writes of one batch, and what to do once they are
@@ -157,7 +160,7 @@ impl<P: Payload> Here<'_, P> {
             .guard
             .as_mut()
             .expect("held only with the writer in place");
-        let mut done = core.w.commit(&mut core.db, vec![unit]);
+        let mut done = core.w.commit(&mut core.db, vec![unit], Vec::new());
         if core.w.note_commit() {
             // A full queue is a busy thread, which does it between its own commits anyway.
             let _ = self.handle.tx.try_send(Msg::Housekeep);
@@ -233,6 +236,15 @@ pub fn spawn<P: Payload>(
             .upgrade()
             .is_some_and(|tx| tx.try_send(Msg::Maintain(m)).is_ok())
     });
+    // Writes beside the conversation's wake the thread the same way; a full queue is a busy
+    // thread, which takes them into its next commit anyway.
+    let side = store.side.take_receiver();
+    let wake = tx.downgrade();
+    store.side.set_wake(move || {
+        if let Some(tx) = wake.upgrade() {
+            let _ = tx.try_send(Msg::Side);
+        }
+    });
     let here = store.durability() == super::Durability::Crash;
     let mine = store.clone();
     let writer = Writer {
@@ -248,7 +260,7 @@ pub fn spawn<P: Payload>(
     let theirs = shared.clone();
     std::thread::Builder::new()
         .name("sw-writer".into())
-        .spawn(move || writer.run(theirs, conn, rx))?;
+        .spawn(move || writer.run(theirs, conn, rx, side))?;
     Ok(WriterHandle {
         tx,
         pipeline,
@@ -280,7 +292,13 @@ struct Writer<P> {
 }
 
 impl<P: Payload> Writer<P> {
-    fn run(self, shared: Shared<P>, mut conn: SqliteConnection, mut rx: mpsc::Receiver<Msg<P>>) {
+    fn run(
+        self,
+        shared: Shared<P>,
+        mut conn: SqliteConnection,
+        mut rx: mpsc::Receiver<Msg<P>>,
+        mut side: Option<mpsc::UnboundedReceiver<SideWrite>>,
+    ) {
         let mut locked = match futures_executor::block_on(conn.lock_handle()) {
             Ok(l) => l,
             Err(e) => {
@@ -291,6 +309,8 @@ impl<P: Payload> Writer<P> {
                         u.payload.fail("the writer has no connection");
                         self.pipeline.returned(1);
                     }
+                    // Queued writes beside the conversation's are dropped: "the writer stopped".
+                    drain(&mut side);
                 }
                 return;
             }
@@ -309,6 +329,8 @@ impl<P: Payload> Writer<P> {
         loop {
             let first = match pending.take() {
                 Some(m) => m,
+                // Queued before the thread ran (nothing woke it for them) or during a commit.
+                None if side.as_ref().is_some_and(|s| !s.is_empty()) => Msg::Side,
                 None => match rx.blocking_recv() {
                     Some(m) => m,
                     None => break,
@@ -316,8 +338,10 @@ impl<P: Payload> Writer<P> {
             };
             let mut guard = hold(&shared);
             let Core { db, w } = guard.as_mut().expect("the writer's state is in place");
-            let first = match first {
-                Msg::Unit(u) => u,
+            let mut units = Vec::new();
+            match first {
+                Msg::Unit(u) => units.push(u),
+                Msg::Side => {}
                 Msg::Maintain(m) => {
                     w.maintain(db, m);
                     continue;
@@ -329,11 +353,11 @@ impl<P: Payload> Writer<P> {
                     }
                     continue;
                 }
-            };
-            let mut units = vec![first];
+            }
             while units.len() < MAX_UNITS_PER_COMMIT {
                 match rx.try_recv() {
                     Ok(Msg::Unit(u)) => units.push(u),
+                    Ok(Msg::Side) => {}
                     Ok(m) => {
                         pending = Some(m);
                         break;
@@ -341,18 +365,28 @@ impl<P: Payload> Writer<P> {
                     Err(_) => break,
                 }
             }
+            let writes = take_side(&mut side);
+            if units.is_empty() && writes.is_empty() {
+                continue; // woken for writes an earlier commit took
+            }
             let n = units.len();
-            let live = w.commit(db, units);
+            let live = w.commit(db, units, writes);
             if !live.is_empty() {
                 // If the runtime is gone, so are the callers.
                 let _ = w.done.send(live);
             }
             w.after_commit(db);
-            if w.pipeline.returned(n) && rx.is_empty() && pending.is_none() {
+            let drained = if n > 0 {
+                w.pipeline.returned(n)
+            } else {
+                w.pipeline.is_drained()
+            };
+            if drained && rx.is_empty() && pending.is_none() {
                 w.went_idle(db);
             }
         }
         drop(hold(&shared).take());
+        drain(&mut side);
         drop(locked);
         if let Err(e) = futures_executor::block_on(conn.close()) {
             tracing::warn!(error = %e, "closing the writer connection failed");
@@ -472,26 +506,37 @@ impl<P: Payload> Writer<P> {
         }
     }
 
-    /// Commits `units` in one transaction; returns those committed (none if it failed: their
-    /// payloads were told).
-    fn commit(&mut self, db: &mut RawConn, units: Vec<Unit<P>>) -> Vec<Unit<P>> {
+    /// Commits `units` and the writes beside them in one transaction; returns the units
+    /// committed (none if it failed: their payloads were told). Each write is answered.
+    fn commit(
+        &mut self,
+        db: &mut RawConn,
+        units: Vec<Unit<P>>,
+        writes: Vec<SideWrite>,
+    ) -> Vec<Unit<P>> {
         let failed = self.pipeline.failed_epoch();
         let (doomed, live): (Vec<Unit<P>>, Vec<Unit<P>>) =
             units.into_iter().partition(|u| u.epoch <= failed);
         for u in doomed {
             u.payload.fail("an earlier write failed");
         }
-        if live.is_empty() {
+        if live.is_empty() && writes.is_empty() {
             return live;
         }
         let started = Instant::now();
         let ops: Vec<&Op> = live.iter().flat_map(|u| u.ops.iter()).collect();
-        let wrote = !ops.is_empty();
+        let stmts: Vec<&[Stmt]> = writes.iter().map(|w| w.stmts.as_slice()).collect();
+        let wrote = !ops.is_empty() || !writes.is_empty();
         let rows = ops
             .iter()
             .any(|o| matches!(o, Op::InsertMessage { .. } | Op::UpdateMessage(_)));
-        let result = if wrote { commit(db, &ops) } else { Ok(()) };
+        let result = if wrote {
+            commit_with(db, &ops, &stmts)
+        } else {
+            Ok(Vec::new())
+        };
         drop(ops);
+        drop(stmts);
         if started.elapsed() > Duration::from_millis(50) {
             tracing::debug!(
                 elapsed_ms = started.elapsed().as_millis() as u64,
@@ -499,21 +544,30 @@ impl<P: Payload> Writer<P> {
             );
         }
         match result {
-            Ok(()) => {
+            Ok(answers) => {
                 if wrote {
                     self.store.committed();
                 }
                 if rows {
                     self.unindexed_since.get_or_insert(started);
                 }
+                for (w, a) in writes.into_iter().zip(answers) {
+                    let _ = w.answer.send(a.map_err(StoreError::Raw));
+                }
                 live
             }
             Err(e) => {
                 tracing::error!(error = %e, "commit failed; its callbacks are answered 503 and the state reloads");
                 self.short_of_space = true;
+                let why = e.to_string();
+                for w in writes {
+                    let _ = w.answer.send(Err(StoreError::CommitFailed(why.clone())));
+                }
+                if live.is_empty() {
+                    return live;
+                }
                 let newest = live.iter().map(|u| u.epoch).max().unwrap_or(0);
                 self.pipeline.fail_epoch(newest);
-                let why = e.to_string();
                 for u in live {
                     u.payload.fail(&why);
                 }
@@ -572,12 +626,81 @@ pub fn index_batch(db: &mut RawConn, max_rows: i64) -> Result<i64, StoreError> {
 /// so SQLite keeps no statement journal for the multi-row inserts (a copy of every page
 /// they touch, about a tenth of the writer's time).
 pub fn commit(db: &mut RawConn, ops: &[&Op]) -> Result<(), StoreError> {
+    commit_with(db, ops, &[]).map(drop)
+}
+
+/// [`commit`] with writes beside the conversation's after its ops, each in a savepoint of its
+/// own: the answer of each (the rows each statement changed, or why it alone was rolled back),
+/// once the whole transaction is committed.
+fn commit_with(
+    db: &mut RawConn,
+    ops: &[&Op],
+    writes: &[&[Stmt]],
+) -> Result<Vec<Result<Changes, RawError>>, StoreError> {
     db.execute("BEGIN", &[])?;
-    let result = apply_all(db, ops).and_then(|()| db.execute("COMMIT", &[]));
+    let result = apply_all(db, ops).and_then(|()| {
+        let mut answers = Vec::with_capacity(writes.len());
+        for stmts in writes {
+            let answer = apply_side(db, stmts);
+            if !db.in_transaction() {
+                // What failed ended the whole transaction (a full disk, say).
+                return Err(answer.err().unwrap_or_else(|| RawError {
+                    code: 1,
+                    message: "the transaction ended early".into(),
+                }));
+            }
+            answers.push(answer);
+        }
+        db.execute("COMMIT", &[]).map(|()| answers)
+    });
     if result.is_err() && db.in_transaction() {
         let _ = db.execute("ROLLBACK", &[]);
     }
     Ok(result?)
+}
+
+/// One write beside the conversation's, all or nothing, inside the open transaction.
+fn apply_side(db: &mut RawConn, stmts: &[Stmt]) -> Result<Changes, RawError> {
+    db.execute("SAVEPOINT side", &[])?;
+    let mut changes = Vec::with_capacity(stmts.len());
+    let result = stmts.iter().try_for_each(|s| {
+        let params: Vec<Param<'_>> = s.args.iter().map(Param::from).collect();
+        db.execute(s.sql, &params)?;
+        changes.push(db.changes());
+        Ok(())
+    });
+    match result {
+        Ok(()) => {
+            db.execute("RELEASE side", &[])?;
+            Ok(changes)
+        }
+        Err(e) => {
+            if db.in_transaction() {
+                db.execute("ROLLBACK TO side", &[])?;
+                db.execute("RELEASE side", &[])?;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Everything queued beside the conversation's writes, for the next commit.
+fn take_side(side: &mut Option<mpsc::UnboundedReceiver<SideWrite>>) -> Vec<SideWrite> {
+    let mut writes = Vec::new();
+    if let Some(rx) = side {
+        while let Ok(w) = rx.try_recv() {
+            writes.push(w);
+        }
+    }
+    writes
+}
+
+/// Drops what is queued beside the conversation's writes (each answer: the writer stopped).
+fn drain(side: &mut Option<mpsc::UnboundedReceiver<SideWrite>>) {
+    if let Some(rx) = side {
+        rx.close();
+        while rx.try_recv().is_ok() {}
+    }
 }
 
 /// Inserts go first, grouped into multi-row statements of power-of-two sizes (few distinct
@@ -802,7 +925,7 @@ fn card_json(card: &crate::model::PermissionCard) -> String {
 #[cfg(test)]
 mod tests {
     //! The two ways into a commit, on a real SQLite file.
-    use super::super::{Durability, Op, Store};
+    use super::super::{Durability, Op, Stmt, Store};
     use super::*;
     use std::sync::atomic::AtomicBool;
 
@@ -892,6 +1015,87 @@ mod tests {
         assert!(writer.hold_here().unwrap().commit(u).is_some());
         assert!(!failed.load(Ordering::SeqCst));
         assert_eq!(stored(&store).await, [1, 2, 4]);
+    }
+
+    fn remember(id: &str, at: i64) -> Stmt {
+        Stmt::new("INSERT INTO byo_replay (message_id, seen_at_ms) VALUES (?, ?)")
+            .bind(id)
+            .bind(at)
+    }
+
+    async fn remembered(store: &Store) -> Vec<String> {
+        sqlx::query_scalar("SELECT message_id FROM byo_replay ORDER BY message_id")
+            .fetch_all(store.reads())
+            .await
+            .unwrap()
+    }
+
+    fn wait_started(writer: &WriterHandle<Told>) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while hold(&writer.shared).is_none() {
+            assert!(Instant::now() < deadline, "the writer thread never started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    // The thread is held across the unit's send, which does not wait (its queue has room).
+    #[allow(clippy::await_holding_lock)]
+    #[tokio::test]
+    async fn writes_beside_the_conversation_share_its_commits_and_fail_alone() {
+        let (_dir, store, writer, mut done) = writer(Durability::Crash).await;
+        wait_started(&writer);
+        // Alone: committed and answered with the rows each statement changed.
+        assert_eq!(store.write(vec![remember("a", 1)]).await.unwrap(), [1]);
+
+        // Queued while the thread is held: a unit of the conversation, a write whose second
+        // statement breaks the table's key, and a write after it. One commit takes all three.
+        let guard = hold(&writer.shared);
+        let commits = store.commits();
+        let (u, failed) = unit(1, 1);
+        writer.send(u).await;
+        let broken = store.queue_write(vec![remember("b", 2), remember("a", 2)]);
+        let after = store.queue_write(vec![
+            Stmt::new("DELETE FROM byo_replay WHERE message_id = ?").bind("a"),
+            Stmt::new("DELETE FROM byo_replay WHERE message_id = ?").bind("none"),
+        ]);
+        drop(guard);
+        match broken.await {
+            Err(StoreError::Raw(e)) => assert!(e.message.contains("UNIQUE"), "{e}"),
+            other => panic!("the broken write: {other:?}"),
+        }
+        assert_eq!(after.await.unwrap(), [1, 0]);
+        assert_eq!(done.recv().await.unwrap().len(), 1, "the unit is committed");
+        assert!(!failed.load(Ordering::SeqCst));
+        assert_eq!(store.commits(), commits + 1, "in one commit");
+        // Nothing of the broken write ("b" neither), the rest all there.
+        assert!(remembered(&store).await.is_empty());
+        assert_eq!(stored(&store).await, [1]);
+    }
+
+    #[tokio::test]
+    async fn writes_wait_for_the_writer_and_are_refused_once_it_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, conn) = Store::open(&dir.path().join("t.db"), Durability::PowerLoss)
+            .await
+            .unwrap();
+        // Queued before the thread runs: committed once it does.
+        let early = store.queue_write(vec![remember("early", 1)]);
+        let (done_tx, _done) = mpsc::unbounded_channel();
+        let writer = spawn::<Told>(store.clone(), conn, done_tx).unwrap();
+        assert_eq!(early.await.unwrap(), [1]);
+        assert_eq!(remembered(&store).await, ["early"]);
+
+        // The conversation's end is gone: the thread stops, and a write is refused, unwritten.
+        let shared = writer.shared.clone();
+        drop(writer);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while hold(&shared).is_some() {
+            assert!(Instant::now() < deadline, "the writer thread never stopped");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let late = store.write(vec![remember("late", 2)]).await;
+        assert!(matches!(late, Err(StoreError::WriterStopped)), "{late:?}");
+        assert_eq!(remembered(&store).await, ["early"]);
     }
 
     #[tokio::test]
