@@ -27,6 +27,7 @@ import select
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -565,11 +566,20 @@ class HermesDefault(InteropCase):
         before = app.messages(s)
         # Forget the stream cursor: the next read replays the whole backlog.
         app.stop()
-        state_path = app.data_dir / "assistant_state.json"
-        state = json.loads(state_path.read_text())
-        self.assertIn(s, state["streams"])
-        state["streams"][s]["last_event_id"] = "unknown-epoch-0.0"
-        state_path.write_text(json.dumps(state))
+        # (The cursors are rows of the app's database; the app is stopped.)
+        db = sqlite3.connect(app.data_dir / "stagewhisper.db")
+        try:
+            row = db.execute(
+                "SELECT last_event_id FROM stream_cursors WHERE session_id = ?", (s,)
+            ).fetchone()
+            self.assertIsNotNone(row, "the stream's cursor is kept")
+            db.execute(
+                "UPDATE stream_cursors SET last_event_id = ? WHERE session_id = ?",
+                ("unknown-epoch-0.0", s),
+            )
+            db.commit()
+        finally:
+            db.close()
         cfg_path = app.data_dir / "assistant.json"
         cfg = json.loads(cfg_path.read_text())
         cfg["mode"] = "events"

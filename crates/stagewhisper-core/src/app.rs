@@ -230,7 +230,8 @@ impl App {
             callback_target.clone(),
             data_dir.clone(),
             shutdown.clone(),
-        );
+        )
+        .await;
         let mut kinds: Vec<Arc<dyn AssistantKind>> =
             vec![Arc::new(IncomingKind::start(ctx.clone(), config.link))];
         kinds.push(Arc::new(crate::hub::ClawborratorKind::start(

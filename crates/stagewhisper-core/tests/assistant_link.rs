@@ -884,11 +884,7 @@ async fn auto_mode_falls_back_to_v1_events_and_dedupes_across_modes() {
     assert_eq!(n, 1, "one assistant message: {v}");
     // The cursor is kept.
     eventually("the cursor saved", || async {
-        let st: Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.path().join("assistant_state.json")).unwrap(),
-        )
-        .unwrap();
-        (st["streams"][&s]["last_event_id"] == "e1-0.1").then_some(())
+        (stream_cursor(dir.path(), &s).await.as_deref() == Some("e1-0.1")).then_some(())
     })
     .await;
     // After a restart the reader resumes from there.
@@ -905,6 +901,23 @@ async fn auto_mode_falls_back_to_v1_events_and_dedupes_across_modes() {
     assert_eq!(resumed.last_event_id.as_deref(), Some("e1-0.1"));
     fake.stop();
     app.shutdown().await;
+}
+
+/// The `Last-Event-ID` the app keeps for an assistant session (its database, read-only).
+async fn stream_cursor(dir: &Path, session: &str) -> Option<String> {
+    use sqlx::ConnectOptions;
+    let mut db = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(dir.join(stagewhisper_core::app::DB_FILE))
+        .read_only(true)
+        .connect()
+        .await
+        .ok()?;
+    sqlx::query_scalar("SELECT last_event_id FROM stream_cursors WHERE session_id = ?")
+        .bind(session)
+        .fetch_optional(&mut db)
+        .await
+        .ok()?
+        .flatten()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,7 +27,7 @@ pub use held::HeldOutcome;
 pub use target::CallbackTarget;
 
 use crate::answers::ApiError;
-use crate::assistants::state::{AssistantState, PreludeRecord, PreludeState, StateFile};
+use crate::assistants::state::{AssistantState, PreludeRecord, PreludeState};
 use crate::clock::{fmt_time, SharedClock};
 use crate::conversation::{Conversation, CoreError, Outcome};
 use crate::events::{AssistantStatusView, Change};
@@ -279,20 +279,25 @@ pub struct AssistantContext {
     pub(crate) wake: Notify,
     pub(crate) retry_now: Notify,
     held: Mutex<held::HeldSet>,
-    state_file: StateFile,
+    /// The outbox's state (`state.rs`): this copy, and its rows written through the store's
+    /// writer in the order of the changes.
     state: Mutex<AssistantState>,
+    /// Changes of the state queued for the writer, and (below) those committed or failed.
+    state_queued: std::sync::atomic::AtomicU64,
+    state_saved: tokio::sync::watch::Sender<u64>,
 }
 
 impl AssistantContext {
-    pub fn new(
+    /// The context, with the outbox's state loaded (an older app's state file moved into the
+    /// database).
+    pub async fn new(
         conversation: Conversation,
         callback: Arc<CallbackTarget>,
         data_dir: PathBuf,
         shutdown: Shutdown,
     ) -> Arc<AssistantContext> {
-        let state_file = StateFile::new(&data_dir);
-        let mut state = state_file.load();
-        state.prune(conversation.clock().now_ms());
+        let now = conversation.clock().now_ms();
+        let state = state::load(conversation.store(), &data_dir, now).await;
         let clock = conversation.clock().clone();
         Arc::new(AssistantContext {
             conversation,
@@ -303,8 +308,9 @@ impl AssistantContext {
             wake: Notify::new(),
             retry_now: Notify::new(),
             held: Mutex::default(),
-            state_file,
             state: Mutex::new(state),
+            state_queued: Default::default(),
+            state_saved: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -383,13 +389,40 @@ impl AssistantContext {
 
     // ---- the outbox's persisted state (also holds the incoming kind's stream cursors) ----
 
+    /// Reads or changes the state; `f` says whether it changed it (then what changed is
+    /// queued for the writer, in order: [`AssistantContext::state_saved`] waits for it).
     pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut AssistantState) -> (T, bool)) -> T {
+        use std::sync::atomic::Ordering;
         let mut st = self.state.lock().expect("state lock");
+        let before = st.clone();
         let (out, dirty) = f(&mut st);
-        if dirty {
-            self.state_file.save(&st);
+        let stmts = if dirty {
+            state::changes(&before, &st)
+        } else {
+            Vec::new()
+        };
+        if stmts.is_empty() {
+            return out;
         }
+        // Queued under the lock, so the rows change in the order the copy did.
+        let written = self.conversation.store().queue_write(stmts);
+        let n = self.state_queued.fetch_add(1, Ordering::AcqRel) + 1;
+        drop(st);
+        let saved = self.state_saved.clone();
+        tokio::spawn(async move {
+            if let Err(e) = written.await {
+                tracing::error!(error = %e, "cannot save the assistant outbox's state");
+            }
+            // Writes commit in the order they were queued: this one's answer covers the earlier.
+            saved.send_modify(|s| *s = (*s).max(n));
+        });
         out
+    }
+
+    /// Waits until every change of the state made so far is committed (or failed, logged).
+    pub(crate) async fn state_saved(&self) {
+        let n = self.state_queued.load(std::sync::atomic::Ordering::Acquire);
+        let _ = self.state_saved.subscribe().wait_for(|s| *s >= n).await;
     }
 
     /// Creates a pending prelude record for a call (once); `true` if one was created.

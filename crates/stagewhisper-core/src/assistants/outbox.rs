@@ -290,6 +290,11 @@ async fn next_job(a: &Assistants) -> Result<Option<Job>, CoreError> {
 
 async fn run_job(a: &Assistants, job: Job, notes: &mut HashMap<String, &'static str>) -> Outcome {
     let ctx = a.context();
+    if matches!(job, Job::Prelude { .. } | Job::CallEnded { .. }) {
+        // A notice's task id is committed before its first attempt, so a restart resends it
+        // under the same id.
+        ctx.state_saved().await;
+    }
     match job {
         Job::Prelude {
             call_id,

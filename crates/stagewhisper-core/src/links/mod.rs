@@ -597,7 +597,7 @@ impl Inner {
         })
     }
 
-    // ---- persisted state (the `/v1/events` cursors live in the outbox's state file) ----
+    // ---- persisted state (the `/v1/events` cursors live in the outbox's state) ----
 
     pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut AssistantState) -> (T, bool)) -> T {
         self.ctx.with_state(f)
