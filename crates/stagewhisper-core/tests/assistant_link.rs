@@ -921,6 +921,35 @@ async fn stream_cursor(dir: &Path, session: &str) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_apps_state_file_is_moved_into_the_database_at_start() {
+    let dir = tmp();
+    let file = dir.path().join("assistant_state.json");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let old = json!({
+        "preludes": {},
+        "streams": {"chat-1": {"last_event_id": "e9-0.3", "last_activity_ms": now_ms}}
+    });
+    std::fs::write(&file, old.to_string()).unwrap();
+    let app = start_app(dir.path()).await;
+    assert!(!file.exists(), "the file is gone once its records are rows");
+    assert_eq!(
+        stream_cursor(dir.path(), "chat-1").await.as_deref(),
+        Some("e9-0.3")
+    );
+    app.shutdown().await;
+    // The next start reads the rows.
+    let app = start_app(dir.path()).await;
+    assert_eq!(
+        stream_cursor(dir.path(), "chat-1").await.as_deref(),
+        Some("e9-0.3")
+    );
+    app.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_sends_its_prelude_then_final_transcript_turns() {
     let dir = tmp();
     let app = start_app(dir.path()).await;
