@@ -45,6 +45,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 
+mod commit;
 pub mod load;
 mod raw;
 pub mod search;

@@ -234,7 +234,7 @@ impl RowList {
 mod tests {
     //! The index on a real SQLite file: migration 0006 indexes an existing database, and the
     //! triggers keep it equal to the rows it covers through the writer's own ops.
-    use super::super::writer::{commit, index_batch};
+    use super::super::commit::{commit, index_batch};
     use super::super::{Durability, Op, RawConn, SessionRecord};
     use super::*;
     use crate::model::MessageKind;
