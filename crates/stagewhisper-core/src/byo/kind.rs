@@ -325,8 +325,7 @@ impl ByoKind {
             .as_ref()
             .is_some_and(|s| s.tx.send(sse_line(&wire_event(event))).is_ok());
         if sent {
-            let jobs = self.jobs();
-            let _ = jobs.mark_dispatched(job_id).await;
+            let _ = self.jobs().mark_dispatched(job_id).await;
         }
     }
 
@@ -728,8 +727,8 @@ impl AssistantKind for ByoKind {
             let _ = std::fs::remove_file(self.profile_path());
             *self.inner.code.lock().expect("code lock") = None;
             *self.inner.live.lock().expect("live lock") = Live::default();
-            let jobs = self.jobs();
-            let _ = jobs
+            let _ = self
+                .jobs()
                 .fail_open("unpaired", "the assistant was unpaired", self.now_ms())
                 .await;
             if let Some(p) = was {
@@ -771,8 +770,7 @@ impl AssistantKind for ByoKind {
         let me = self.clone();
         let call = session_id.to_string();
         tokio::spawn(async move {
-            let jobs = me.jobs();
-            let _ = jobs.forget_call(&call).await;
+            let _ = me.jobs().forget_call(&call).await;
         });
     }
 

@@ -121,8 +121,7 @@ impl ByoKind {
                 return; // applied stays 0: the sweeper tries again
             }
         }
-        let jobs = self.jobs();
-        let _ = jobs.mark_applied(&job.job_id).await;
+        let _ = self.jobs().mark_applied(&job.job_id).await;
         if job.purpose == jobs::LIVE {
             if let Some(call) = job
                 .app_session
