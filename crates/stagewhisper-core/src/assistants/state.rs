@@ -220,7 +220,13 @@ pub async fn load(store: &Store, data_dir: &Path, now_ms: i64) -> AssistantState
         Err(_) => false,
     };
     state.prune(now_ms);
-    match store.write(changes(&rows, &state)).await {
+    let stmts = changes(&rows, &state);
+    let saved = if stmts.is_empty() {
+        Ok(Vec::new())
+    } else {
+        store.write(stmts).await
+    };
+    match saved {
         Ok(_) if moved => {
             if let Err(e) = std::fs::remove_file(&file) {
                 tracing::warn!(path = %file.display(), error = %e, "cannot remove the old assistant state file");
