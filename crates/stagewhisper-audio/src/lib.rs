@@ -7,7 +7,7 @@
 //! | [`engine`] | the [`engine::Engine`] / [`engine::Utterance`] traits every speech recognition engine implements, [`engine::EngineError`], the engines ([`engine::builtin`]: PocketSphinx in process; [`engine::openai`]: an OpenAI-compatible transcription server) and [`engine::build`] from the settings |
 //! | [`file`] | a recording → turns → engine → segments `{start_ms, end_ms, speaker, text}` (`stagewhisper transcribe`) |
 //! | [`capture`] | the sound server: sources (microphones, monitors of outputs), record streams by source name, devices that go and come back |
-//! | [`pipeline`] | one listening call: per channel capture → resample → turns → engine, partials, finals in order into the transcript, echo dedupe, the backlog's drainer |
+//! | [`pipeline`] | one listening call: per channel capture → resample → turns → engine, partials, finals in order into the transcript, echo dedupe, the backlog's drainer; what its threads share with the service (the state, its status in plain words) |
 //! | [`backlog`] | turns whose transcription failed, kept on disk (bounded) until they are stored |
 //! | [`service`] | [`service::AudioService`], the pipeline behind the control API (`stagewhisper_core::audio::Ears`): settings, status, listen/stop, test, meters |
 //!

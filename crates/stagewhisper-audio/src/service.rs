@@ -3,9 +3,10 @@
 //! - **Settings** in `<data_dir>/audio.json` (mode 0600: it may hold an API key; written to a
 //!   temporary file, fsynced, renamed), with the call being listened to, so listening resumes
 //!   after a restart (or a crash) when that call is still live.
-//! - **Status** ([`AudioStatus`]): the state as a whole, each channel, the engine and the
-//!   backlog, with a `detail` in plain words for the call bar; published as an `audio_status`
-//!   live event on every change.
+//! - **Status** ([`AudioStatus`](stagewhisper_core::audio::AudioStatus)): the state as a
+//!   whole, each channel, the engine and the backlog, with a `detail` in plain words for the
+//!   call bar; published as an `audio_status` live event on every change. The state and its
+//!   status live with the pipeline's threads, which change them (`pipeline::status`).
 //! - **Listen / stop**, one call at a time, one control request at a time. Changing a source or
 //!   the engine while listening takes effect at once, without stopping the call: a channel
 //!   whose source changed starts again (its turn in progress ends there); the next turn uses
@@ -13,28 +14,27 @@
 //! - **Test** (record a few seconds of a channel and transcribe them) and **meters** (levels
 //!   without listening, for Settings).
 
-use crate::backlog::{Backlog, TurnMeta};
-use crate::capture::{self, CaptureError, Down, Source};
-use crate::engine::{self, Engine, EngineError, EngineErrorKind};
+use crate::backlog::Backlog;
+use crate::capture::{self, CaptureError, Source};
 use crate::pcm::Resampler;
-use crate::pipeline::{self, ChannelWorker, Finals};
+use crate::pipeline::{
+    self, capitalise, channel_words, engine_words, lower_first, ChannelState, ChannelWorker, Shared,
+};
 use serde::{Deserialize, Serialize};
 use stagewhisper_core::assistants::BoxFuture;
 use stagewhisper_core::audio::{
-    AudioError, AudioSettings, AudioStatus, AudioTest, AudioTestResult, AudioUpdate, AudioView,
-    BacklogStatus, Channel, ChannelStatus, Ears, EarsContext, EarsFactory, EngineSettings,
-    EngineStatus, ListenState, SourceChoice, SourceView,
+    AudioError, AudioSettings, AudioTest, AudioTestResult, AudioUpdate, AudioView, Channel, Ears,
+    EarsContext, EarsFactory, SourceChoice, SourceView,
 };
 use stagewhisper_core::events::Change;
 use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tokio::runtime::Handle;
 
 /// The settings file under the data dir.
 pub const SETTINGS_FILE: &str = "audio.json";
@@ -46,427 +46,6 @@ const LEVEL_EVERY: Duration = Duration::from_millis(100);
 /// The pipeline's factory for `Config::ears` (both binaries).
 pub fn factory() -> EarsFactory {
     Box::new(|ctx: EarsContext| AudioService::start(ctx) as Arc<dyn Ears>)
-}
-
-// ---------------------------------------------------------------------------------------------
-// What the threads share
-// ---------------------------------------------------------------------------------------------
-
-/// A channel as its capture reports it.
-#[derive(Debug, Clone)]
-enum ChannelState {
-    Starting,
-    Recording(Source),
-    Down(Down),
-}
-
-/// The current engine: built (or why it cannot be), and how its last attempt went.
-struct EngineSlot {
-    settings: EngineSettings,
-    /// `None` until first needed (an app that never listens loads no engine).
-    engine: Option<Result<Arc<dyn Engine>, EngineError>>,
-    generation: u64,
-    /// The last failure since its last success.
-    failing: Option<EngineError>,
-}
-
-struct State {
-    settings: AudioSettings,
-    /// The call being listened to.
-    listening: Option<String>,
-    channels: HashMap<Channel, ChannelState>,
-    /// Speech that could not be stored: its call ended (or was deleted) before the engine
-    /// answered (seconds, since the app started).
-    gone_seconds: f64,
-}
-
-/// Levels of the two channels since the last publication (0–1 peaks, as `f32` bits).
-#[derive(Default)]
-pub(crate) struct Levels {
-    mic: AtomicU32,
-    system: AtomicU32,
-}
-
-impl Levels {
-    pub fn record(&self, channel: Channel, peak: f32) {
-        let slot = match channel {
-            Channel::Mic => &self.mic,
-            Channel::System => &self.system,
-        };
-        let _ = slot.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |cur| {
-            (peak.min(1.0) > f32::from_bits(cur)).then(|| peak.min(1.0).to_bits())
-        });
-    }
-
-    fn take(&self, channel: Channel) -> f32 {
-        let slot = match channel {
-            Channel::Mic => &self.mic,
-            Channel::System => &self.system,
-        };
-        f32::from_bits(slot.swap(0, Ordering::SeqCst))
-    }
-}
-
-/// What every thread of the pipeline reaches.
-pub(crate) struct Shared {
-    pub ctx: EarsContext,
-    pub rt: Handle,
-    pub backlog: Backlog,
-    pub finals: Finals,
-    pub levels: Levels,
-    /// The app is shutting down.
-    pub stopping: AtomicBool,
-    settings_path: PathBuf,
-    seq: Mutex<u64>,
-    state: Mutex<State>,
-    engine: Mutex<EngineSlot>,
-    published: Mutex<Option<AudioStatus>>,
-}
-
-impl Shared {
-    pub fn now_ms(&self) -> i64 {
-        self.ctx.clock.now_ms()
-    }
-
-    /// The next turn's place in the transcript's order: grows, also across restarts (it
-    /// starts above the backlog's last and at the wall clock in microseconds).
-    pub fn next_seq(&self) -> u64 {
-        let mut s = self.seq.lock().unwrap();
-        let now = (self.now_ms().max(0) as u64) * 1000;
-        *s = (*s + 1).max(now);
-        *s
-    }
-
-    pub fn label(&self, channel: Channel) -> String {
-        self.state
-            .lock()
-            .unwrap()
-            .settings
-            .label(channel)
-            .to_string()
-    }
-
-    fn settings(&self) -> AudioSettings {
-        self.state.lock().unwrap().settings.clone()
-    }
-
-    /// The current engine, built when first needed (building is quick: an engine loads its
-    /// model in the background, or on its first utterance).
-    pub fn engine(&self) -> Result<Arc<dyn Engine>, EngineError> {
-        let (built, fresh) = {
-            let mut slot = self.engine.lock().unwrap();
-            let fresh = slot.engine.is_none();
-            if fresh {
-                let built = engine::build(&slot.settings);
-                if let Err(e) = &built {
-                    tracing::warn!(kind = slot.settings.kind(), error = %e, "the speech engine cannot be used");
-                }
-                slot.engine = Some(built);
-            }
-            (slot.engine.clone().expect("set above"), fresh)
-        };
-        if fresh {
-            self.finals.kick();
-            self.changed();
-        }
-        built
-    }
-
-    pub fn engine_generation(&self) -> u64 {
-        self.engine.lock().unwrap().generation
-    }
-
-    /// How the engine's last attempt went.
-    pub fn engine_outcome(&self, r: Result<(), &EngineError>) {
-        let changed = {
-            let mut e = self.engine.lock().unwrap();
-            let next = r.err().cloned();
-            let changed = e.failing != next;
-            e.failing = next;
-            changed
-        };
-        if changed {
-            self.changed();
-        }
-    }
-
-    pub fn channel_opened(&self, channel: Channel, src: &Source) {
-        self.state
-            .lock()
-            .unwrap()
-            .channels
-            .insert(channel, ChannelState::Recording(src.clone()));
-        self.changed();
-    }
-
-    pub fn channel_down(&self, channel: Channel, d: Down) {
-        self.state
-            .lock()
-            .unwrap()
-            .channels
-            .insert(channel, ChannelState::Down(d));
-        self.changed();
-    }
-
-    pub fn count_gone(&self, meta: &TurnMeta) {
-        self.state.lock().unwrap().gone_seconds += turn_seconds(meta);
-    }
-
-    pub fn publish_partial(&self, call_id: &str, channel: Channel, turn_id: &str, text: &str) {
-        self.ctx.publish_live(Change::TranscriptPartial {
-            session_id: call_id.to_string(),
-            turn_id: turn_id.to_string(),
-            channel,
-            speaker: self.label(channel),
-            text: text.to_string(),
-            is_final: false,
-            outcome: None,
-        });
-    }
-
-    /// The last event of a turn: `outcome` is `stored` (with its text), `empty` (nothing
-    /// recognised), `queued` (waits in the backlog), `echo` (the microphone heard the other
-    /// side) or `gone` (its call ended first).
-    pub fn publish_final(&self, meta: &TurnMeta, turn_id: &str, text: &str, outcome: &str) {
-        self.ctx.publish_live(Change::TranscriptPartial {
-            session_id: meta.call_id.clone(),
-            turn_id: turn_id.to_string(),
-            channel: meta.channel,
-            speaker: meta.speaker.clone(),
-            text: text.trim().to_string(),
-            is_final: true,
-            outcome: Some(outcome.to_string()),
-        });
-    }
-
-    /// Publishes the status if it changed.
-    pub fn changed(&self) {
-        let status = self.status();
-        let mut last = self.published.lock().unwrap();
-        if last.as_ref() != Some(&status) {
-            self.ctx.publish_live(Change::AudioStatus {
-                status: status.clone(),
-            });
-            *last = Some(status);
-        }
-    }
-
-    /// The status, with its plain-words detail.
-    pub fn status(&self) -> AudioStatus {
-        let (engine, failing_kind) = {
-            let e = self.engine.lock().unwrap();
-            let kind = e.settings.kind().to_string();
-            let (state, detail, failing) = match (&e.engine, &e.failing) {
-                (None, _) => ("ready", "Loads when listening starts.".to_string(), None),
-                (Some(Err(err)), _) | (Some(Ok(_)), Some(err)) => {
-                    let state = if err.kind == EngineErrorKind::Unavailable {
-                        "unavailable"
-                    } else {
-                        "down"
-                    };
-                    (state, engine_words(err), Some(err.kind))
-                }
-                (Some(Ok(_)), None) => ("ready", "Ready.".to_string(), None),
-            };
-            (
-                EngineStatus {
-                    kind,
-                    state: state.into(),
-                    detail,
-                },
-                failing,
-            )
-        };
-        let backlog = self.backlog.status();
-        let disk_error = self.backlog.disk_error();
-        let st = self.state.lock().unwrap();
-        // What keeps the pipeline from working (the state is `error`), then what to know.
-        let mut errors: Vec<String> = Vec::new();
-        let mut notes: Vec<String> = Vec::new();
-        let mut channels = Vec::new();
-        if st.listening.is_some() {
-            let mut no_server: Option<String> = None;
-            for ch in Channel::BOTH {
-                let speaker = st.settings.label(ch).to_string();
-                let (state, source, detail) = match (st.settings.source(ch), st.channels.get(&ch)) {
-                    (SourceChoice::Off, _) => ("off", None, "Off.".to_string()),
-                    (_, Some(ChannelState::Recording(src))) => (
-                        "listening",
-                        Some(src.name.clone()),
-                        format!("Listening to “{}”.", src.description),
-                    ),
-                    (_, Some(ChannelState::Down(d))) => {
-                        let detail = match d {
-                            Down::NoServer(why) => {
-                                no_server = Some(why.clone());
-                                format!("No sound server: {why}.")
-                            }
-                            Down::NoSource(why) => {
-                                errors.push(format!("{}: {why}.", capitalise(channel_words(ch))));
-                                format!("{}.", capitalise(why))
-                            }
-                        };
-                        ("error", None, detail)
-                    }
-                    (_, None | Some(ChannelState::Starting)) => {
-                        ("listening", None, "Starting…".to_string())
-                    }
-                };
-                channels.push(ChannelStatus {
-                    channel: ch,
-                    state: state.into(),
-                    speaker,
-                    source,
-                    detail,
-                });
-            }
-            if let Some(why) = no_server {
-                errors.insert(
-                    0,
-                    format!("No sound server: {why}. Listening starts when it is back."),
-                );
-            }
-            if channels.iter().all(|c| c.state == "off") {
-                errors.push(
-                    "Both sources are off: choose a microphone or the call's audio in Settings \
-                     → Audio."
-                        .into(),
-                );
-            }
-        }
-        let waiting = backlog.turns > 0;
-        if failing_kind.is_some() {
-            let mut s = format!("The speech engine: {}", lower_first(&engine.detail));
-            if waiting {
-                s.push_str(&format!(
-                    " {} kept and will be transcribed when it answers.",
-                    turns_words(&backlog)
-                ));
-            }
-            errors.push(s);
-        } else if waiting {
-            notes.push(format!(
-                "{} being transcribed.",
-                capitalise(&turns_words(&backlog))
-            ));
-        }
-        if backlog.dropped_seconds > 0.0 {
-            notes.push(format!(
-                "The backlog was full: the oldest {} of speech were dropped.",
-                seconds_words(backlog.dropped_seconds)
-            ));
-        }
-        if let Some(e) = disk_error {
-            errors.push(format!(
-                "Waiting turns cannot be written to disk ({e}): they are kept in memory only."
-            ));
-        }
-        if st.gone_seconds > 0.0 {
-            notes.push(format!(
-                "{} of speech could not be added: the call had ended before the engine \
-                 answered.",
-                capitalise(&seconds_words(st.gone_seconds))
-            ));
-        }
-        let head = match &st.listening {
-            None => "Not listening.".to_string(),
-            Some(_) => {
-                let heard: Vec<&str> = channels
-                    .iter()
-                    .filter(|c| c.source.is_some())
-                    .map(|c| channel_words(c.channel))
-                    .collect();
-                if heard.is_empty() {
-                    "Not hearing anything.".to_string()
-                } else {
-                    format!("Listening to {}.", heard.join(" and "))
-                }
-            }
-        };
-        let state = match &st.listening {
-            None => ListenState::Idle,
-            Some(_) if errors.is_empty() => ListenState::Listening,
-            Some(_) => ListenState::Error,
-        };
-        let detail = std::iter::once(head)
-            .chain(errors)
-            .chain(notes)
-            .collect::<Vec<_>>()
-            .join(" ");
-        AudioStatus {
-            state,
-            detail,
-            call_id: st.listening.clone(),
-            channels,
-            engine,
-            backlog,
-        }
-    }
-}
-
-fn turn_seconds(meta: &TurnMeta) -> f64 {
-    if meta.samples > 0 {
-        meta.seconds()
-    } else {
-        (meta.ended_at_ms - meta.started_at_ms).max(0) as f64 / 1000.0
-    }
-}
-
-fn channel_words(ch: Channel) -> &'static str {
-    match ch {
-        Channel::Mic => "your microphone",
-        Channel::System => "the call's audio",
-    }
-}
-
-fn engine_words(e: &EngineError) -> String {
-    let msg = e.message.trim_end_matches('.');
-    match e.kind {
-        EngineErrorKind::Unavailable => format!("Cannot run on this computer: {msg}."),
-        EngineErrorKind::Down => format!("Not answering ({msg})."),
-        EngineErrorKind::Rejected => format!("Refused the audio ({msg})."),
-        EngineErrorKind::Decode => {
-            format!("Answered with something that is not a transcription ({msg}).")
-        }
-    }
-}
-
-fn seconds_words(s: f64) -> String {
-    if s < 60.0 {
-        format!("{} s", s.round() as u64)
-    } else {
-        format!(
-            "{} min {} s",
-            (s / 60.0).floor() as u64,
-            (s % 60.0).round() as u64
-        )
-    }
-}
-
-fn turns_words(b: &BacklogStatus) -> String {
-    format!(
-        "{} turn{} ({} of speech) {}",
-        b.turns,
-        if b.turns == 1 { "" } else { "s" },
-        seconds_words(b.seconds),
-        if b.turns == 1 { "is" } else { "are" }
-    )
-}
-
-fn capitalise(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect(),
-        None => String::new(),
-    }
-}
-
-fn lower_first(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_lowercase().chain(c).collect(),
-        None => String::new(),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -610,30 +189,7 @@ impl AudioService {
             tracing::error!(error = %e, "the backlog folder cannot be used: waiting turns are kept in memory only");
             Backlog::in_memory()
         });
-        let first_seq = backlog.last_seq().unwrap_or(0);
-        let shared = Arc::new(Shared {
-            rt: Handle::current(),
-            backlog,
-            finals: Finals::new(),
-            levels: Levels::default(),
-            stopping: AtomicBool::new(false),
-            settings_path,
-            seq: Mutex::new(first_seq),
-            state: Mutex::new(State {
-                settings: settings.clone(),
-                listening: None,
-                channels: HashMap::new(),
-                gone_seconds: 0.0,
-            }),
-            engine: Mutex::new(EngineSlot {
-                settings: settings.engine.clone(),
-                engine: None,
-                generation: 0,
-                failing: None,
-            }),
-            published: Mutex::new(None),
-            ctx,
-        });
+        let shared = Arc::new(Shared::new(ctx, &settings, backlog, settings_path));
         let drainer = {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -847,14 +403,7 @@ impl Ears for AudioService {
             )?;
             self.shared.state.lock().unwrap().settings = next.clone();
             if next.engine != current.engine {
-                let generation = {
-                    let mut slot = self.shared.engine.lock().unwrap();
-                    slot.generation += 1;
-                    slot.settings = next.engine.clone();
-                    slot.engine = None;
-                    slot.failing = None;
-                    slot.generation
-                };
+                let generation = self.shared.replace_engine(next.engine.clone());
                 tracing::info!(
                     kind = next.engine.kind(),
                     generation,
@@ -1151,6 +700,7 @@ fn record_and_transcribe(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stagewhisper_core::audio::EngineSettings;
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
@@ -1180,22 +730,5 @@ mod tests {
         std::fs::write(&path, b"{\"mic\": ").unwrap();
         assert_eq!(load_settings(&path), (AudioSettings::default(), None));
         assert!(path.with_extension("json.bad").exists());
-    }
-
-    #[test]
-    fn amounts_read_as_people_say_them() {
-        assert_eq!(seconds_words(7.4), "7 s");
-        assert_eq!(seconds_words(125.0), "2 min 5 s");
-        let b = BacklogStatus {
-            turns: 1,
-            seconds: 3.2,
-            dropped_seconds: 0.0,
-        };
-        assert_eq!(turns_words(&b), "1 turn (3 s of speech) is");
-        let e = EngineError::down("connection refused at 127.0.0.1:9");
-        assert_eq!(
-            engine_words(&e),
-            "Not answering (connection refused at 127.0.0.1:9)."
-        );
     }
 }

@@ -4,41 +4,11 @@
 //! event (its outcome).
 
 use super::finals::Order;
+use super::shared::{Shared, Stored};
 use crate::backlog::{Turn, TurnMeta};
 use crate::engine::EngineError;
-use crate::service::Shared;
-use stagewhisper_core::audio::{Channel, TurnError};
-use stagewhisper_core::conversation::CoreError;
+use stagewhisper_core::audio::Channel;
 use std::sync::{Arc, MutexGuard};
-
-/// How storing a turn went.
-pub(super) enum Stored {
-    Done,
-    /// The call is gone (ended or deleted) before the turn could be stored.
-    Gone(String),
-    /// Not now (storage refused, the app stopping): keep it and try again.
-    Later(String),
-}
-
-impl Shared {
-    /// Stores a final turn the way `POST /api/calls/{id}/transcript` does.
-    pub(super) fn store(&self, meta: &TurnMeta, text: &str) -> Stored {
-        let r = self.rt.block_on(self.ctx.submit_turn(
-            &meta.call_id,
-            Some(&meta.speaker),
-            text.trim(),
-        ));
-        match r {
-            Ok(_) => Stored::Done,
-            Err(TurnError::Core(
-                e @ (CoreError::CallEnded | CoreError::SessionNotFound | CoreError::NotACall),
-            )) => Stored::Gone(e.to_string()),
-            Err(TurnError::Core(CoreError::EmptyText)) => Stored::Done,
-            Err(TurnError::Invalid(_, why)) => Stored::Gone(why),
-            Err(TurnError::Core(e)) => Stored::Later(e.to_string()),
-        }
-    }
-}
 
 /// A turn that skipped its recognizer: straight to the backlog.
 pub(crate) fn keep(shared: &Shared, turn: Turn) {

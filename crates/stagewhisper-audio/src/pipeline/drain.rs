@@ -3,9 +3,8 @@
 //! backoff, and stores each turn exactly once (a turn being stored when the app stopped is
 //! looked for in the transcript first).
 
-use super::deliver::Stored;
+use super::shared::{CallState, Shared, Stored};
 use crate::backlog::{Turn, TurnMeta};
-use crate::service::Shared;
 use stagewhisper_core::audio::Channel;
 use stagewhisper_core::backoff::Backoff;
 use std::sync::atomic::Ordering;
@@ -18,45 +17,6 @@ const BACKOFF: Backoff = Backoff::doubling(Duration::from_secs(1), Duration::fro
 /// When the first waiting turn is tried again, and the engine's generation then (a new engine
 /// does not wait).
 type RetryAt = Option<(Instant, u64)>;
-
-/// What became of a call whose turns wait.
-enum CallState {
-    Live,
-    Ended,
-    Deleted,
-    /// The store did not answer: try as usual.
-    Unknown,
-}
-
-impl Shared {
-    fn call_state(&self, call_id: &str) -> CallState {
-        match self.rt.block_on(self.ctx.conversation.sessions()) {
-            Ok(sessions) => match sessions.iter().find(|s| s.session_id == call_id) {
-                None => CallState::Deleted,
-                Some(s) if s.ended_at.is_some() => CallState::Ended,
-                Some(_) => CallState::Live,
-            },
-            Err(_) => CallState::Unknown,
-        }
-    }
-
-    /// Whether the turn is already in its call's transcript (stored by a run that stopped
-    /// before it could forget the turn): same speaker, same text, stored after it ended.
-    fn already_stored(&self, meta: &TurnMeta, text: &str) -> bool {
-        let Ok(turns) = self
-            .rt
-            .block_on(self.ctx.conversation.transcript(&meta.call_id))
-        else {
-            return false;
-        };
-        turns.iter().rev().take(200).any(|t| {
-            t.speaker.as_deref() == Some(meta.speaker.as_str())
-                && t.text.trim() == text.trim()
-                && chrono::DateTime::parse_from_rfc3339(&t.received_at)
-                    .is_ok_and(|at| at.timestamp_millis() >= meta.ended_at_ms - 5_000)
-        })
-    }
-}
 
 /// The backlog's drainer: transcribes and stores the waiting turns in order, for the app's
 /// life (until `shared.stopping`).
