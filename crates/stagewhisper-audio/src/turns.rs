@@ -262,84 +262,108 @@ impl TurnMaker {
             && self.vad.voiced(&frame);
         self.consumed += FRAME as u64;
         let frame_end = self.consumed;
-        match &mut self.state {
-            State::Idle => {
-                self.recent.push_back((frame, voiced));
-                while self.recent.len() > self.pre_roll_frames + self.window_frames {
-                    self.recent.pop_front();
-                }
-                let window = self.recent.len().min(self.window_frames);
-                let in_window = self.recent.len() - window;
-                let voiced_count = self.recent.iter().skip(in_window).filter(|f| f.1).count();
-                if voiced && voiced_count >= self.min_speech_frames {
-                    let first_voiced = self
-                        .recent
-                        .iter()
-                        .skip(in_window)
-                        .position(|f| f.1)
-                        .expect("voiced frames in the window")
-                        + in_window;
-                    let recent_start = frame_end - (self.recent.len() * FRAME) as u64;
-                    // Pre-roll before the first voiced frame, never into the previous turn.
-                    let from = first_voiced.saturating_sub(self.pre_roll_frames);
-                    let mut start = recent_start + (from * FRAME) as u64;
-                    let mut skip = from;
-                    while start < self.emitted_until {
-                        start += FRAME as u64;
-                        skip += 1;
-                    }
-                    let mut audio = Vec::with_capacity((self.recent.len() - skip) * FRAME);
-                    for (f, _) in self.recent.drain(..).skip(skip) {
-                        audio.extend_from_slice(&f);
-                    }
-                    out.push(TurnEvent::Start {
-                        start_ms: ms_of(start),
-                    });
-                    out.push(TurnEvent::Audio(audio));
-                    self.state = State::Open {
-                        start,
-                        last_voiced_end: frame_end,
-                        silent_frames: 0,
-                    };
-                }
+        match self.state {
+            State::Idle => self.idle_frame(frame, voiced, frame_end, out),
+            State::Open { .. } => self.open_frame(frame, voiced, frame_end, out),
+        }
+    }
+
+    /// A frame between turns: kept for the pre-roll; a turn starts once the window holds
+    /// enough speech.
+    fn idle_frame(
+        &mut self,
+        frame: Vec<i16>,
+        voiced: bool,
+        frame_end: u64,
+        out: &mut Vec<TurnEvent>,
+    ) {
+        self.recent.push_back((frame, voiced));
+        while self.recent.len() > self.pre_roll_frames + self.window_frames {
+            self.recent.pop_front();
+        }
+        let window = self.recent.len().min(self.window_frames);
+        let in_window = self.recent.len() - window;
+        let voiced_count = self.recent.iter().skip(in_window).filter(|f| f.1).count();
+        if voiced && voiced_count >= self.min_speech_frames {
+            let first_voiced = self
+                .recent
+                .iter()
+                .skip(in_window)
+                .position(|f| f.1)
+                .expect("voiced frames in the window")
+                + in_window;
+            let recent_start = frame_end - (self.recent.len() * FRAME) as u64;
+            // Pre-roll before the first voiced frame, never into the previous turn.
+            let from = first_voiced.saturating_sub(self.pre_roll_frames);
+            let mut start = recent_start + (from * FRAME) as u64;
+            let mut skip = from;
+            while start < self.emitted_until {
+                start += FRAME as u64;
+                skip += 1;
             }
-            State::Open {
+            let mut audio = Vec::with_capacity((self.recent.len() - skip) * FRAME);
+            for (f, _) in self.recent.drain(..).skip(skip) {
+                audio.extend_from_slice(&f);
+            }
+            out.push(TurnEvent::Start {
+                start_ms: ms_of(start),
+            });
+            out.push(TurnEvent::Audio(audio));
+            self.state = State::Open {
                 start,
-                last_voiced_end,
-                silent_frames,
-            } => {
-                let start = *start;
-                out.push(TurnEvent::Audio(frame));
-                if voiced {
-                    *last_voiced_end = frame_end;
-                    *silent_frames = 0;
-                } else {
-                    *silent_frames += 1;
-                }
-                let (last_voiced_end, silent_frames) = (*last_voiced_end, *silent_frames);
-                let len = frame_end - start;
-                if silent_frames >= self.hangover_frames {
-                    self.end(start, last_voiced_end, false, frame_end, out);
-                } else if len >= self.soft_cut_from
-                    && silent_frames >= PAUSE_FRAMES
-                    && last_voiced_end > start
-                {
-                    // A pause near the limit: a natural place to cut.
-                    self.end(start, last_voiced_end, true, frame_end, out);
-                } else if len >= self.max_turn {
-                    self.end(start, last_voiced_end, true, frame_end, out);
-                    if silent_frames == 0 {
-                        // Speech goes on: the next turn starts right here.
-                        out.push(TurnEvent::Start {
-                            start_ms: ms_of(frame_end),
-                        });
-                        self.state = State::Open {
-                            start: frame_end,
-                            last_voiced_end: frame_end,
-                            silent_frames: 0,
-                        };
-                    }
-                }
+                last_voiced_end: frame_end,
+                silent_frames: 0,
+            };
+        }
+    }
+
+    /// A frame of the open turn: its audio; the turn ends after the hangover, or is cut near
+    /// (or at) its length limit.
+    fn open_frame(
+        &mut self,
+        frame: Vec<i16>,
+        voiced: bool,
+        frame_end: u64,
+        out: &mut Vec<TurnEvent>,
+    ) {
+        let State::Open {
+            start,
+            last_voiced_end,
+            silent_frames,
+        } = &mut self.state
+        else {
+            return;
+        };
+        let start = *start;
+        out.push(TurnEvent::Audio(frame));
+        if voiced {
+            *last_voiced_end = frame_end;
+            *silent_frames = 0;
+        } else {
+            *silent_frames += 1;
+        }
+        let (last_voiced_end, silent_frames) = (*last_voiced_end, *silent_frames);
+        let len = frame_end - start;
+        if silent_frames >= self.hangover_frames {
+            self.end(start, last_voiced_end, false, frame_end, out);
+        } else if len >= self.soft_cut_from
+            && silent_frames >= PAUSE_FRAMES
+            && last_voiced_end > start
+        {
+            // A pause near the limit: a natural place to cut.
+            self.end(start, last_voiced_end, true, frame_end, out);
+        } else if len >= self.max_turn {
+            self.end(start, last_voiced_end, true, frame_end, out);
+            if silent_frames == 0 {
+                // Speech goes on: the next turn starts right here.
+                out.push(TurnEvent::Start {
+                    start_ms: ms_of(frame_end),
+                });
+                self.state = State::Open {
+                    start: frame_end,
+                    last_voiced_end: frame_end,
+                    silent_frames: 0,
+                };
             }
         }
     }
