@@ -203,23 +203,7 @@ pub fn transcribe_inspected(
     emit: &mut dyn FnMut(Segment),
 ) -> Result<FileReport, FileError> {
     let mut src = WavSource::open(path)?;
-    let speakers = match layout {
-        Layout::Stereo => vec![opts.you_label.clone(), opts.them_label.clone()],
-        Layout::Mono => vec![opts.them_label.clone()],
-    };
-    let mut tracks = speakers
-        .into_iter()
-        .map(|speaker| {
-            Ok(Track {
-                speaker,
-                resampler: Resampler::new(src.rate())?,
-                turns: TurnMaker::new(opts.turns.clone()),
-                utterance: None,
-                samples: Vec::new(),
-                events: Vec::new(),
-            })
-        })
-        .collect::<Result<Vec<_>, PcmError>>()?;
+    let mut tracks = tracks(layout, opts, src.rate())?;
     let mut chans = Vec::new();
     let mut mono = Vec::new();
     let mut done: Vec<(Segment, usize)> = Vec::new();
@@ -243,16 +227,7 @@ pub fn transcribe_inspected(
             break;
         }
         for (i, t) in tracks.iter_mut().enumerate() {
-            let input: &[f32] = match layout {
-                Layout::Stereo => &chans[i],
-                Layout::Mono if chans.len() == 1 => &chans[0],
-                Layout::Mono => {
-                    let k = 1.0 / chans.len() as f32;
-                    mono.clear();
-                    mono.extend((0..n).map(|j| chans.iter().map(|c| c[j]).sum::<f32>() * k));
-                    &mono
-                }
-            };
+            let input = track_input(layout, &chans, i, n, &mut mono);
             t.samples.clear();
             t.resampler.push(input, &mut t.samples);
             t.turns.push(&t.samples, &mut t.events);
@@ -274,6 +249,48 @@ pub fn transcribe_inspected(
     }
     give_out(&mut done, u64::MAX, &mut report);
     Ok(report)
+}
+
+/// A track per speaker of the layout: "You" and "Them" for a stereo file, "Them" for a mono one.
+fn tracks(layout: Layout, opts: &FileOptions, rate: u32) -> Result<Vec<Track>, PcmError> {
+    let speakers = match layout {
+        Layout::Stereo => vec![opts.you_label.clone(), opts.them_label.clone()],
+        Layout::Mono => vec![opts.them_label.clone()],
+    };
+    speakers
+        .into_iter()
+        .map(|speaker| {
+            Ok(Track {
+                speaker,
+                resampler: Resampler::new(rate)?,
+                turns: TurnMaker::new(opts.turns.clone()),
+                utterance: None,
+                samples: Vec::new(),
+                events: Vec::new(),
+            })
+        })
+        .collect()
+}
+
+/// The `n` samples of track `i` in a chunk read (`chans`, one per channel of the file): its own
+/// channel of a stereo file, or the file's channels mixed down (into `mono`).
+fn track_input<'a>(
+    layout: Layout,
+    chans: &'a [Vec<f32>],
+    i: usize,
+    n: usize,
+    mono: &'a mut Vec<f32>,
+) -> &'a [f32] {
+    match layout {
+        Layout::Stereo => &chans[i],
+        Layout::Mono if chans.len() == 1 => &chans[0],
+        Layout::Mono => {
+            let k = 1.0 / chans.len() as f32;
+            mono.clear();
+            mono.extend((0..n).map(|j| chans.iter().map(|c| c[j]).sum::<f32>() * k));
+            mono
+        }
+    }
 }
 
 /// How segments are written out.
