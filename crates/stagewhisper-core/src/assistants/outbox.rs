@@ -13,14 +13,14 @@
 //! - [`Attempt::Failed`]: the entry fails with the kind's code and sentence; only a user retry
 //!   gives it a new task id.
 
-use super::{Assistants, Attempt, Outgoing};
-use crate::assistants::state::PreludeState;
+use super::{AssistantContext, Assistants, Attempt, Outgoing};
+use crate::assistants::state::{PreludeRecord, PreludeState};
 use crate::backoff::{Backoff, Retries};
-use crate::conversation::{CoreError, DeliveryState, DeliveryUpdate};
+use crate::conversation::{Conversation, CoreError, DeliveryState, DeliveryUpdate};
 use crate::events::Change;
-use crate::model::{MessageKind, MessageRow};
+use crate::model::{MessageKind, MessageRow, SessionView};
 use crate::protocol::INSIGHTS_PREFIX;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 /// Timing of the generic outbox.
@@ -86,9 +86,8 @@ pub(crate) async fn run(a: Assistants) {
         // Arm the wake-up before looking, so nothing slips between the scan and the wait.
         let woken = ctx.wake.notified();
         if !a.active().is_configured() {
-            tokio::select! {
-                _ = woken => {},
-                _ = ctx.shutdown.wait() => break,
+            if !until_shutdown(&ctx, woken).await {
+                break;
             }
             continue;
         }
@@ -96,36 +95,23 @@ pub(crate) async fn run(a: Assistants) {
             Ok(j) => j,
             Err(e) => {
                 tracing::warn!(error = %e, "assistant outbox: cannot read pending deliveries; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {},
-                    _ = ctx.shutdown.wait() => break,
+                if !until_shutdown(&ctx, tokio::time::sleep(Duration::from_secs(1))).await {
+                    break;
                 }
                 continue;
             }
         };
         let Some(job) = job else {
-            tokio::select! {
-                _ = woken => {},
-                _ = ctx.shutdown.wait() => break,
+            if !until_shutdown(&ctx, woken).await {
+                break;
             }
             continue;
         };
         let key = job_key(&job);
         tracing::debug!(job = %key, "assistant outbox: next delivery");
         if let Job::Row(row) = &job {
-            if let Some(at) = last_sent.get(&row.session_id) {
-                let left = s.min_session_gap.saturating_sub(at.elapsed());
-                if !left.is_zero() {
-                    tokio::select! {
-                        _ = tokio::time::sleep(left) => {},
-                        _ = ctx.shutdown.wait() => break,
-                    }
-                }
-            }
-            last_sent.insert(row.session_id.clone(), Instant::now());
-            if last_sent.len() > 1024 {
-                let gap = s.min_session_gap;
-                last_sent.retain(|_, t| t.elapsed() < gap);
+            if !pace_session(&ctx, &mut last_sent, &row.session_id, s.min_session_gap).await {
+                break;
             }
         }
         let outcome = tokio::select! {
@@ -138,21 +124,8 @@ pub(crate) async fn run(a: Assistants) {
                 notes.remove(&key);
             }
             Outcome::Retry(after) => {
-                // Retry-After is honoured (up to 5 minutes), else the backoff.
-                let backoff = retries.fail();
-                let wait = match after {
-                    Some(a) => a.max(backoff).min(Duration::from_secs(300)),
-                    None => backoff,
-                };
-                tracing::debug!(
-                    wait_ms = wait.as_millis() as u64,
-                    "assistant outbox: retrying later"
-                );
-                let retry_now = ctx.retry_now.notified();
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {},
-                    _ = retry_now => retries.reset(),
-                    _ = ctx.shutdown.wait() => break,
+                if !wait_to_retry(&ctx, &mut retries, after).await {
+                    break;
                 }
             }
         }
@@ -160,31 +133,68 @@ pub(crate) async fn run(a: Assistants) {
     tracing::debug!("assistant outbox stopped");
 }
 
+/// Waits for `fut`; false if the app shuts down first.
+async fn until_shutdown(ctx: &AssistantContext, fut: impl std::future::Future) -> bool {
+    tokio::select! {
+        _ = fut => true,
+        _ = ctx.shutdown.wait() => false,
+    }
+}
+
+/// Keeps the smallest gap between two sends to one assistant session, then records this send;
+/// false if the app shuts down while waiting.
+async fn pace_session(
+    ctx: &AssistantContext,
+    last_sent: &mut HashMap<String, Instant>,
+    session_id: &str,
+    gap: Duration,
+) -> bool {
+    if let Some(at) = last_sent.get(session_id) {
+        let left = gap.saturating_sub(at.elapsed());
+        if !left.is_zero() && !until_shutdown(ctx, tokio::time::sleep(left)).await {
+            return false;
+        }
+    }
+    last_sent.insert(session_id.to_string(), Instant::now());
+    if last_sent.len() > 1024 {
+        last_sent.retain(|_, t| t.elapsed() < gap);
+    }
+    true
+}
+
+/// Waits before a retry (a "retry now" cuts it short and resets the backoff); false if the app
+/// shuts down first.
+async fn wait_to_retry(
+    ctx: &AssistantContext,
+    retries: &mut Retries,
+    after: Option<Duration>,
+) -> bool {
+    // Retry-After is honoured (up to 5 minutes), else the backoff.
+    let backoff = retries.fail();
+    let wait = match after {
+        Some(a) => a.max(backoff).min(Duration::from_secs(300)),
+        None => backoff,
+    };
+    tracing::debug!(
+        wait_ms = wait.as_millis() as u64,
+        "assistant outbox: retrying later"
+    );
+    let retry_now = ctx.retry_now.notified();
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => {},
+        _ = retry_now => retries.reset(),
+        _ = ctx.shutdown.wait() => return false,
+    }
+    true
+}
+
 /// The oldest thing to send.
 async fn next_job(a: &Assistants) -> Result<Option<Job>, CoreError> {
     let ctx = a.context();
     let conversation = &ctx.conversation;
     let rows = conversation.pending_deliveries().await?;
-    let pending_preludes: Vec<(String, String)> = ctx.with_state(|st| {
-        let mut v: Vec<_> = st
-            .preludes
-            .iter()
-            .filter(|(_, p)| p.state == PreludeState::Pending)
-            .map(|(k, p)| (p.created_ms, k.clone(), p.task_id.clone()))
-            .collect();
-        v.sort();
-        (v.into_iter().map(|(_, k, t)| (k, t)).collect(), false)
-    });
-    let pending_ends: Vec<(String, String)> = ctx.with_state(|st| {
-        let mut v: Vec<_> = st
-            .call_ends
-            .iter()
-            .filter(|(_, p)| p.state == PreludeState::Pending)
-            .map(|(k, p)| (p.created_ms, k.clone(), p.task_id.clone()))
-            .collect();
-        v.sort();
-        (v.into_iter().map(|(_, k, t)| (k, t)).collect(), false)
-    });
+    let pending_preludes = ctx.with_state(|st| (pending_by_age(&st.preludes), false));
+    let pending_ends = ctx.with_state(|st| (pending_by_age(&st.call_ends), false));
     let needs_sessions = !pending_preludes.is_empty()
         || !pending_ends.is_empty()
         || rows.iter().any(|r| r.kind == MessageKind::Transcript);
@@ -201,21 +211,8 @@ async fn next_job(a: &Assistants) -> Result<Option<Job>, CoreError> {
         let sid = format!("{INSIGHTS_PREFIX}{call}");
         rows.iter().any(|r| r.session_id == sid)
     };
-    for (call_id, task_id) in pending_preludes {
-        match sessions.iter().find(|s| s.session_id == call_id) {
-            // Not visible yet (or deleted: `session_deleted` forgets the record): wait.
-            None => continue,
-            Some(s) if s.ended_at.is_some() && !transcript_pending(&call_id) => {
-                ctx.set_prelude_state(&call_id, PreludeState::Skipped)
-            }
-            Some(s) => {
-                return Ok(Some(Job::Prelude {
-                    call_id,
-                    task_id,
-                    title: s.title.clone(),
-                }))
-            }
-        }
+    if let Some(job) = next_prelude(ctx, pending_preludes, &sessions, &transcript_pending) {
+        return Ok(Some(job));
     }
     let now_ms = ctx.clock.now_ms();
     let grace = conversation.settings().insights_grace_ms;
@@ -227,46 +224,106 @@ async fn next_job(a: &Assistants) -> Result<Option<Job>, CoreError> {
         if held.contains(&row.id) {
             continue;
         }
-        match row.kind {
-            MessageKind::User => return Ok(Some(Job::Row(row))),
-            MessageKind::Transcript => {
-                let call_id = row
-                    .session_id
-                    .strip_prefix(INSIGHTS_PREFIX)
-                    .unwrap_or_default()
-                    .to_string();
-                let Some(call) = sessions.iter().find(|s| s.session_id == call_id) else {
-                    continue; // deleted: its rows go with it
-                };
-                if ctx.ensure_prelude(&call_id) {
-                    let task_id = ctx.with_state(|st| {
-                        (
-                            st.preludes
-                                .get(&call_id)
-                                .map(|p| p.task_id.clone())
-                                .unwrap_or_default(),
-                            false,
-                        )
-                    });
-                    return Ok(Some(Job::Prelude {
-                        call_id,
-                        task_id,
-                        title: call.title.clone(),
-                    }));
-                }
-                let ended_long_ago = call
-                    .ended_at
-                    .as_deref()
-                    .and_then(crate::protocol::parse_rfc3339)
-                    .is_some_and(|t| t.timestamp_millis() + grace < now_ms);
-                if ended_long_ago {
-                    return Ok(Some(Job::Expire(row)));
-                }
-                return Ok(Some(Job::Row(row)));
-            }
-            _ => continue,
+        let job = match row.kind {
+            MessageKind::User => Some(Job::Row(row)),
+            MessageKind::Transcript => transcript_job(ctx, row, &sessions, now_ms, grace),
+            _ => None,
+        };
+        if job.is_some() {
+            return Ok(job);
         }
     }
+    Ok(next_call_end(ctx, ends_waiting, &sessions))
+}
+
+/// A call's pending once-only records (call id, task id), oldest first.
+fn pending_by_age(records: &BTreeMap<String, PreludeRecord>) -> Vec<(String, String)> {
+    let mut v: Vec<_> = records
+        .iter()
+        .filter(|(_, p)| p.state == PreludeState::Pending)
+        .map(|(k, p)| (p.created_ms, k.clone(), p.task_id.clone()))
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, k, t)| (k, t)).collect()
+}
+
+/// The first pending prelude whose call is visible; a prelude of a call that ended with nothing
+/// left to send is skipped.
+fn next_prelude(
+    ctx: &AssistantContext,
+    pending_preludes: Vec<(String, String)>,
+    sessions: &[SessionView],
+    transcript_pending: &impl Fn(&str) -> bool,
+) -> Option<Job> {
+    for (call_id, task_id) in pending_preludes {
+        match sessions.iter().find(|s| s.session_id == call_id) {
+            // Not visible yet (or deleted: `session_deleted` forgets the record): wait.
+            None => continue,
+            Some(s) if s.ended_at.is_some() && !transcript_pending(&call_id) => {
+                ctx.set_prelude_state(&call_id, PreludeState::Skipped)
+            }
+            Some(s) => {
+                return Some(Job::Prelude {
+                    call_id,
+                    task_id,
+                    title: s.title.clone(),
+                })
+            }
+        }
+    }
+    None
+}
+
+/// What to do with a pending transcript turn: its call's prelude first, an expiry if the call
+/// ended too long ago, else the turn; `None` if its call was deleted.
+fn transcript_job(
+    ctx: &AssistantContext,
+    row: MessageRow,
+    sessions: &[SessionView],
+    now_ms: i64,
+    grace: i64,
+) -> Option<Job> {
+    let call_id = row
+        .session_id
+        .strip_prefix(INSIGHTS_PREFIX)
+        .unwrap_or_default()
+        .to_string();
+    // Deleted: its rows go with it.
+    let call = sessions.iter().find(|s| s.session_id == call_id)?;
+    if ctx.ensure_prelude(&call_id) {
+        let task_id = ctx.with_state(|st| {
+            (
+                st.preludes
+                    .get(&call_id)
+                    .map(|p| p.task_id.clone())
+                    .unwrap_or_default(),
+                false,
+            )
+        });
+        return Some(Job::Prelude {
+            call_id,
+            task_id,
+            title: call.title.clone(),
+        });
+    }
+    let ended_long_ago = call
+        .ended_at
+        .as_deref()
+        .and_then(crate::protocol::parse_rfc3339)
+        .is_some_and(|t| t.timestamp_millis() + grace < now_ms);
+    if ended_long_ago {
+        return Some(Job::Expire(row));
+    }
+    Some(Job::Row(row))
+}
+
+/// The first "call ended" record whose call is settled (prelude and every stored turn); a
+/// record of a deleted call is skipped.
+fn next_call_end(
+    ctx: &AssistantContext,
+    ends_waiting: Vec<(String, String)>,
+    sessions: &[SessionView],
+) -> Option<Job> {
     // "The call ended" goes after the call's prelude and every stored turn were settled.
     for (call_id, task_id) in ends_waiting {
         if sessions.iter().all(|s| s.session_id != call_id) {
@@ -283,9 +340,9 @@ async fn next_job(a: &Assistants) -> Result<Option<Job>, CoreError> {
         if prelude_pending {
             continue;
         }
-        return Ok(Some(Job::CallEnded { call_id, task_id }));
+        return Some(Job::CallEnded { call_id, task_id });
     }
-    Ok(None)
+    None
 }
 
 async fn run_job(a: &Assistants, job: Job, notes: &mut HashMap<String, &'static str>) -> Outcome {
@@ -357,51 +414,11 @@ async fn deliver_row(
 ) -> Outcome {
     let conversation = &a.context().conversation;
     // The task id first: on disk before the assistant can see it.
-    let task_id = match row.task_id.clone() {
-        Some(t) => t,
-        None => {
-            let t = uuid::Uuid::new_v4().to_string();
-            if let Err(e) = conversation
-                .set_delivery(
-                    row.id,
-                    DeliveryUpdate {
-                        state: DeliveryState::Pending,
-                        task_id: Some(t.clone()),
-                        error: None,
-                    },
-                )
-                .await
-            {
-                return match e {
-                    CoreError::MessageNotFound => Outcome::Done,
-                    e => storage_retry(e),
-                };
-            }
-            t
-        }
+    let task_id = match record_task_id(conversation, &row).await {
+        Ok(t) => t,
+        Err(outcome) => return outcome,
     };
-    let occurred_at = row.occurred_at.clone().unwrap_or(row.received_at.clone());
-    let entry = match row.kind {
-        MessageKind::User => Outgoing::UserMessage {
-            task_id: task_id.clone(),
-            session_id: row.session_id.clone(),
-            text: row.text.clone(),
-            user_message_id: row.message_id.clone(),
-            occurred_at,
-        },
-        _ => Outgoing::TranscriptTurn {
-            task_id: task_id.clone(),
-            call_id: row
-                .session_id
-                .strip_prefix(INSIGHTS_PREFIX)
-                .unwrap_or(&row.session_id)
-                .to_string(),
-            session_id: row.session_id.clone(),
-            speaker: row.speaker.clone(),
-            text: row.text.clone(),
-            occurred_at,
-        },
-    };
+    let entry = row_entry(&row, &task_id);
     let kind = a.active();
     let epoch = a.context().held_epoch();
     match kind.deliver(&entry).await {
@@ -418,64 +435,144 @@ async fn deliver_row(
                 _ => "duplicate",
             };
             tracing::info!(row = row.id, task_id = %task_id, session_id = %row.session_id, kind = kind.kind(), how, "delivered to the assistant");
-            if let Err(e) = conversation
-                .set_delivery(
-                    row.id,
-                    DeliveryUpdate {
-                        state: DeliveryState::Sent,
-                        task_id: Some(task_id),
-                        error: None,
-                    },
-                )
-                .await
-            {
-                if e != CoreError::MessageNotFound {
-                    // Sent but not recorded: the next attempt reuses the task id and the
-                    // assistant sees a duplicate.
-                    return storage_retry(e);
-                }
-            }
-            Outcome::Done
+            record_sent(conversation, row.id, task_id).await
         }
         Attempt::RetryAfter {
             code,
             message,
             after,
         } => {
-            let key = format!("row:{}", row.id);
-            if notes.get(&key) != Some(&code) {
-                notes.insert(key, code);
-                let note = format!("Not delivered yet: {message}");
-                let _ = conversation
-                    .set_delivery(
-                        row.id,
-                        DeliveryUpdate {
-                            state: DeliveryState::Pending,
-                            task_id: Some(task_id.clone()),
-                            error: Some((code.to_string(), note)),
-                        },
-                    )
-                    .await;
-            }
+            note_retry(conversation, notes, row.id, &task_id, code, &message).await;
             Outcome::Retry(after)
         }
         Attempt::Failed { code, message } => {
             tracing::warn!(row = row.id, task_id = %task_id, session_id = %row.session_id, kind = kind.kind(), code, %message, "delivery failed");
-            match conversation
-                .set_delivery(
-                    row.id,
-                    DeliveryUpdate {
-                        state: DeliveryState::Failed,
-                        task_id: Some(task_id),
-                        error: Some((code.to_string(), message)),
-                    },
-                )
-                .await
-            {
-                Ok(()) | Err(CoreError::MessageNotFound) => Outcome::Done,
-                Err(e) => storage_retry(e),
-            }
+            record_failed(conversation, row.id, task_id, code, message).await
         }
+    }
+}
+
+/// The row's task id, a new one recorded (still pending) if it has none; `Err` if the row is
+/// gone or cannot be written.
+async fn record_task_id(conversation: &Conversation, row: &MessageRow) -> Result<String, Outcome> {
+    if let Some(t) = row.task_id.clone() {
+        return Ok(t);
+    }
+    let t = uuid::Uuid::new_v4().to_string();
+    if let Err(e) = conversation
+        .set_delivery(
+            row.id,
+            DeliveryUpdate {
+                state: DeliveryState::Pending,
+                task_id: Some(t.clone()),
+                error: None,
+            },
+        )
+        .await
+    {
+        return Err(match e {
+            CoreError::MessageNotFound => Outcome::Done,
+            e => storage_retry(e),
+        });
+    }
+    Ok(t)
+}
+
+/// The entry a row is sent as: a user's message or a transcript turn.
+fn row_entry(row: &MessageRow, task_id: &str) -> Outgoing {
+    let occurred_at = row.occurred_at.clone().unwrap_or(row.received_at.clone());
+    match row.kind {
+        MessageKind::User => Outgoing::UserMessage {
+            task_id: task_id.to_string(),
+            session_id: row.session_id.clone(),
+            text: row.text.clone(),
+            user_message_id: row.message_id.clone(),
+            occurred_at,
+        },
+        _ => Outgoing::TranscriptTurn {
+            task_id: task_id.to_string(),
+            call_id: row
+                .session_id
+                .strip_prefix(INSIGHTS_PREFIX)
+                .unwrap_or(&row.session_id)
+                .to_string(),
+            session_id: row.session_id.clone(),
+            speaker: row.speaker.clone(),
+            text: row.text.clone(),
+            occurred_at,
+        },
+    }
+}
+
+/// Records a delivered row as sent.
+async fn record_sent(conversation: &Conversation, row_id: i64, task_id: String) -> Outcome {
+    if let Err(e) = conversation
+        .set_delivery(
+            row_id,
+            DeliveryUpdate {
+                state: DeliveryState::Sent,
+                task_id: Some(task_id),
+                error: None,
+            },
+        )
+        .await
+    {
+        if e != CoreError::MessageNotFound {
+            // Sent but not recorded: the next attempt reuses the task id and the
+            // assistant sees a duplicate.
+            return storage_retry(e);
+        }
+    }
+    Outcome::Done
+}
+
+/// Notes on a pending row why it is not delivered yet (once per reason).
+async fn note_retry(
+    conversation: &Conversation,
+    notes: &mut HashMap<String, &'static str>,
+    row_id: i64,
+    task_id: &str,
+    code: &'static str,
+    message: &str,
+) {
+    let key = format!("row:{row_id}");
+    if notes.get(&key) != Some(&code) {
+        notes.insert(key, code);
+        let note = format!("Not delivered yet: {message}");
+        let _ = conversation
+            .set_delivery(
+                row_id,
+                DeliveryUpdate {
+                    state: DeliveryState::Pending,
+                    task_id: Some(task_id.to_string()),
+                    error: Some((code.to_string(), note)),
+                },
+            )
+            .await;
+    }
+}
+
+/// Records a refused row as failed with the kind's code and sentence.
+async fn record_failed(
+    conversation: &Conversation,
+    row_id: i64,
+    task_id: String,
+    code: &str,
+    message: String,
+) -> Outcome {
+    match conversation
+        .set_delivery(
+            row_id,
+            DeliveryUpdate {
+                state: DeliveryState::Failed,
+                task_id: Some(task_id),
+                error: Some((code.to_string(), message)),
+            },
+        )
+        .await
+    {
+        Ok(()) | Err(CoreError::MessageNotFound) => Outcome::Done,
+        Err(e) => storage_retry(e),
     }
 }
 
