@@ -122,101 +122,18 @@ async fn chat_event(shared: &Shared, ev: HubEvent) {
         HubEvent::Role(r) => {
             shared.chat.lock().expect("lane lock").role = Some(r.as_str().to_string());
         }
-        HubEvent::Acked { local_id, chat_id } => {
-            let mut r = shared.routes.lock().expect("routes lock");
-            if let (Some(o), Some(c)) = (r.by_local.remove(&local_id), chat_id) {
-                r.by_chat.insert(c, o);
-            }
-        }
-        HubEvent::Unconfirmed { local_id } => {
-            let origin = shared
-                .routes
-                .lock()
-                .expect("routes lock")
-                .by_local
-                .remove(&local_id);
-            if let Some(o) = origin {
-                let mut cb = Callback::new(o.task_id, o.session_id, Status::Errored);
-                cb.user_message_id = o.user_message_id;
-                cb.error_code = Some("unconfirmed".into());
-                cb.error_message = Some(
-                    "the connection to the hub dropped before it confirmed this message; it may not have reached Claude Code".into(),
-                );
-                submit(shared, cb).await;
-            }
-        }
-        HubEvent::Reply { chat_id, text, .. } => {
-            let Some(o) = origin_for(shared, chat_id.as_deref()).await else {
-                return;
-            };
-            let mut cb = Callback::new(o.task_id.clone(), o.session_id.clone(), Status::Message);
-            cb.message_id = Some(format!(
-                "hub:{}",
-                hash_hex(&[chat_id.as_deref().unwrap_or(""), &text])
-            ));
-            cb.user_message_id = o.user_message_id.clone();
-            cb.reply_text = Some(text);
-            submit(shared, cb).await;
-        }
-        HubEvent::Draft { chat_id, text } => {
-            let Some(o) = origin_for(shared, Some(&chat_id)).await else {
-                return;
-            };
-            let mut cb = Callback::new(o.task_id, o.session_id, Status::Message);
-            cb.user_message_id = o.user_message_id;
-            cb.reply_text = Some(format!("{text}▉"));
-            submit(shared, cb).await;
-        }
-        HubEvent::Prompt { text, author, .. } => {
-            let Some(o) = origin_for(shared, None).await else {
-                return;
-            };
-            let mut cb = Callback::new(o.task_id, o.session_id, Status::Notice);
-            let who = author.unwrap_or_else(|| "someone".into());
-            cb.message_id = Some(format!("hub-prompt:{}", hash_hex(&[&who, &text])));
-            cb.reply_text = Some(format!("{who} asked Claude Code: {text}"));
-            submit(shared, cb).await;
-        }
-        HubEvent::Typing { tool } => {
-            let o = shared.routes.lock().expect("routes lock").current.clone();
-            let o = match o {
-                Some(o) => o,
-                None => match origin_for(shared, Some("typing")).await {
-                    Some(o) => o,
-                    None => return,
-                },
-            };
-            let mut cb = Callback::new(o.task_id, o.session_id, Status::Typing);
-            cb.user_message_id = o.user_message_id;
-            cb.label = tool;
-            submit(shared, cb).await;
-        }
-        HubEvent::Idle => {
-            let o = shared.routes.lock().expect("routes lock").current.take();
-            let o = match o {
-                Some(o) => o,
-                None => match origin_for(shared, Some("typing")).await {
-                    Some(o) => o,
-                    None => return,
-                },
-            };
-            let mut cb = Callback::new(o.task_id, o.session_id, Status::Completed);
-            cb.user_message_id = o.user_message_id;
-            submit(shared, cb).await;
-        }
+        HubEvent::Acked { local_id, chat_id } => acked(shared, local_id, chat_id),
+        HubEvent::Unconfirmed { local_id } => unconfirmed(shared, local_id).await,
+        HubEvent::Reply { chat_id, text, .. } => reply(shared, chat_id, text).await,
+        HubEvent::Draft { chat_id, text } => draft(shared, &chat_id, &text).await,
+        HubEvent::Prompt { text, author, .. } => prompt(shared, &text, author).await,
+        HubEvent::Typing { tool } => typing(shared, tool).await,
+        HubEvent::Idle => idle(shared).await,
         HubEvent::Permission {
             request_id,
             tool,
             input_preview,
-        } => {
-            let current = shared.routes.lock().expect("routes lock").current.clone();
-            let session = match current {
-                Some(o) => Some(o.session_id),
-                None => fallback_chat(shared).await,
-            };
-            let Some(session) = session else { return };
-            add_card(shared, &session, &request_id, &tool, &input_preview).await;
-        }
+        } => permission(shared, &request_id, &tool, &input_preview).await,
         HubEvent::PermissionResolved {
             request_id,
             decision,
@@ -226,30 +143,140 @@ async fn chat_event(shared: &Shared, ev: HubEvent) {
             code,
             message,
             local_id,
-        } => {
-            let origin = local_id.and_then(|l| {
-                shared
-                    .routes
-                    .lock()
-                    .expect("routes lock")
-                    .by_local
-                    .remove(&l)
-            });
-            let o = match origin {
-                Some(o) => o,
-                None => match origin_for(shared, None).await {
-                    Some(o) => o,
-                    None => return,
-                },
-            };
-            let mut cb = Callback::new(o.task_id, o.session_id, Status::Errored);
-            cb.user_message_id = o.user_message_id;
-            cb.error_code = Some(code);
-            cb.error_message = Some(message);
-            submit(shared, cb).await;
-        }
+        } => error(shared, code, message, local_id).await,
         HubEvent::Presence { .. } | HubEvent::OpMessage { .. } => {}
     }
+}
+
+/// The hub confirmed a prompt: its origin is now found by the hub's chat id.
+fn acked(shared: &Shared, local_id: i64, chat_id: Option<String>) {
+    let mut r = shared.routes.lock().expect("routes lock");
+    if let (Some(o), Some(c)) = (r.by_local.remove(&local_id), chat_id) {
+        r.by_chat.insert(c, o);
+    }
+}
+
+/// A prompt the hub never confirmed: its message errs.
+async fn unconfirmed(shared: &Shared, local_id: i64) {
+    let origin = shared
+        .routes
+        .lock()
+        .expect("routes lock")
+        .by_local
+        .remove(&local_id);
+    if let Some(o) = origin {
+        let mut cb = Callback::new(o.task_id, o.session_id, Status::Errored);
+        cb.user_message_id = o.user_message_id;
+        cb.error_code = Some("unconfirmed".into());
+        cb.error_message = Some(
+            "the connection to the hub dropped before it confirmed this message; it may not have reached Claude Code".into(),
+        );
+        submit(shared, cb).await;
+    }
+}
+
+/// A reply: a message in the chat of the prompt it answers.
+async fn reply(shared: &Shared, chat_id: Option<String>, text: String) {
+    let Some(o) = origin_for(shared, chat_id.as_deref()).await else {
+        return;
+    };
+    let mut cb = Callback::new(o.task_id.clone(), o.session_id.clone(), Status::Message);
+    cb.message_id = Some(format!(
+        "hub:{}",
+        hash_hex(&[chat_id.as_deref().unwrap_or(""), &text])
+    ));
+    cb.user_message_id = o.user_message_id.clone();
+    cb.reply_text = Some(text);
+    submit(shared, cb).await;
+}
+
+/// A reply still being written: shown with a cursor.
+async fn draft(shared: &Shared, chat_id: &str, text: &str) {
+    let Some(o) = origin_for(shared, Some(chat_id)).await else {
+        return;
+    };
+    let mut cb = Callback::new(o.task_id, o.session_id, Status::Message);
+    cb.user_message_id = o.user_message_id;
+    cb.reply_text = Some(format!("{text}▉"));
+    submit(shared, cb).await;
+}
+
+/// Someone else's prompt at the hub: a notice in the fallback chat.
+async fn prompt(shared: &Shared, text: &str, author: Option<String>) {
+    let Some(o) = origin_for(shared, None).await else {
+        return;
+    };
+    let mut cb = Callback::new(o.task_id, o.session_id, Status::Notice);
+    let who = author.unwrap_or_else(|| "someone".into());
+    cb.message_id = Some(format!("hub-prompt:{}", hash_hex(&[&who, text])));
+    cb.reply_text = Some(format!("{who} asked Claude Code: {text}"));
+    submit(shared, cb).await;
+}
+
+/// The origin typing and idle go to: the current prompt's, else one made up for typing.
+async fn typing_origin(shared: &Shared, current: Option<Origin>) -> Option<Origin> {
+    match current {
+        Some(o) => Some(o),
+        None => origin_for(shared, Some("typing")).await,
+    }
+}
+
+/// Claude Code is working (with the tool it uses).
+async fn typing(shared: &Shared, tool: Option<String>) {
+    let o = shared.routes.lock().expect("routes lock").current.clone();
+    let Some(o) = typing_origin(shared, o).await else {
+        return;
+    };
+    let mut cb = Callback::new(o.task_id, o.session_id, Status::Typing);
+    cb.user_message_id = o.user_message_id;
+    cb.label = tool;
+    submit(shared, cb).await;
+}
+
+/// Claude Code is done: the current prompt completes.
+async fn idle(shared: &Shared) {
+    let o = shared.routes.lock().expect("routes lock").current.take();
+    let Some(o) = typing_origin(shared, o).await else {
+        return;
+    };
+    let mut cb = Callback::new(o.task_id, o.session_id, Status::Completed);
+    cb.user_message_id = o.user_message_id;
+    submit(shared, cb).await;
+}
+
+/// A permission request: a card in the current prompt's chat, else the fallback chat.
+async fn permission(shared: &Shared, request_id: &str, tool: &str, preview: &str) {
+    let current = shared.routes.lock().expect("routes lock").current.clone();
+    let session = match current {
+        Some(o) => Some(o.session_id),
+        None => fallback_chat(shared).await,
+    };
+    let Some(session) = session else { return };
+    add_card(shared, &session, request_id, tool, preview).await;
+}
+
+/// An error of the hub: the prompt it names errs, else a message in the fallback chat.
+async fn error(shared: &Shared, code: String, message: String, local_id: Option<i64>) {
+    let origin = local_id.and_then(|l| {
+        shared
+            .routes
+            .lock()
+            .expect("routes lock")
+            .by_local
+            .remove(&l)
+    });
+    let o = match origin {
+        Some(o) => o,
+        None => match origin_for(shared, None).await {
+            Some(o) => o,
+            None => return,
+        },
+    };
+    let mut cb = Callback::new(o.task_id, o.session_id, Status::Errored);
+    cb.user_message_id = o.user_message_id;
+    cb.error_code = Some(code);
+    cb.error_message = Some(message);
+    submit(shared, cb).await;
 }
 
 /// A permission request of the hub becomes a card in `session`'s chat.
