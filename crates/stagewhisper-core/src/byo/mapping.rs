@@ -6,7 +6,7 @@
 
 use super::crypto::{content_type, Meta};
 use super::jobs::{self, Job, NewJob};
-use super::kind::{ByoKind, CHAT_DEADLINE_MS, LIVE_DEADLINE_MS, SUMMARY_DEADLINE_MS};
+use super::kind::{ByoKind, Paired, CHAT_DEADLINE_MS, LIVE_DEADLINE_MS, SUMMARY_DEADLINE_MS};
 use super::pairing;
 use super::schema;
 use crate::assistants::outbox::transcript_text;
@@ -14,6 +14,11 @@ use crate::assistants::prelude::{render_prelude, DEFAULT_PRELUDE};
 use crate::assistants::{Attempt, KindError, Outgoing};
 use crate::protocol::{Callback, Status};
 use serde_json::{json, Value};
+
+/// A jobs table that cannot be read or written.
+fn db(e: jobs::JobsError) -> KindError {
+    KindError::internal("storage_unavailable", e.to_string())
+}
 
 /// Plain words for a failure code the plugin (or the desktop) reports.
 pub fn plain_words(code: &str, message: &str) -> String {
@@ -193,8 +198,6 @@ impl ByoKind {
                 after: None,
             });
         };
-        let jobs = self.jobs();
-        let db = |e: jobs::JobsError| KindError::internal("storage_unavailable", e.to_string());
         match entry {
             // The framing goes into every live job (render_prelude with the call's title).
             Outgoing::Prelude { .. } => Ok(Attempt::Delivered("framing_kept")),
@@ -206,7 +209,8 @@ impl ByoKind {
                 occurred_at,
                 ..
             } => {
-                jobs.add_turn(task_id, call_id, speaker.as_deref(), text, occurred_at)
+                self.jobs()
+                    .add_turn(task_id, call_id, speaker.as_deref(), text, occurred_at)
                     .await
                     .map_err(db)?;
                 self.schedule_live(call_id).await?;
@@ -214,48 +218,7 @@ impl ByoKind {
             }
             Outgoing::CallEnded {
                 task_id, call_id, ..
-            } => {
-                if jobs.by_source(task_id).await.map_err(db)?.is_some() {
-                    return Ok(Attempt::Delivered("already_queued"));
-                }
-                let conv = &self.inner.ctx.conversation;
-                let turns = conv
-                    .transcript(call_id)
-                    .await
-                    .map_err(|e| KindError::internal("storage_unavailable", e.to_string()))?;
-                if turns.is_empty() {
-                    return Ok(Attempt::Delivered("nothing_to_summarise"));
-                }
-                let lines: Vec<String> = turns
-                    .iter()
-                    .map(|t| transcript_text(t.speaker.as_deref(), &t.text))
-                    .collect();
-                let title = self.call_title(call_id).await;
-                let payload = schema::summary_payload(title.as_deref(), &lines);
-                let job_id = uuid::Uuid::new_v4().to_string();
-                let deadline = self.now_ms() + SUMMARY_DEADLINE_MS;
-                let ev = self.job_event(
-                    &p,
-                    &job_id,
-                    jobs::SUMMARY,
-                    call_id,
-                    deadline,
-                    &payload,
-                    false,
-                )?;
-                self.insert_and_push(&NewJob {
-                    job_id: &job_id,
-                    purpose: jobs::SUMMARY,
-                    app_session: Some(call_id),
-                    source_task_id: Some(task_id),
-                    anchor: None,
-                    correlation_id: &job_id,
-                    deadline_ms: deadline,
-                    event: Some(&ev),
-                })
-                .await?;
-                Ok(Attempt::Delivered("queued"))
-            }
+            } => self.queue_summary(&p, task_id, call_id).await,
             Outgoing::UserMessage {
                 task_id,
                 session_id,
@@ -264,48 +227,112 @@ impl ByoKind {
                 ..
             } => {
                 let umid = user_message_id.clone().unwrap_or_else(|| task_id.clone());
-                if jobs.get(&umid).await.map_err(db)?.is_some() {
-                    return Ok(Attempt::Delivered("already_queued"));
-                }
-                let corr = format!("chat:{umid}");
-                let env = p
-                    .key
-                    .try_seal(
-                        &Meta {
-                            session_id,
-                            correlation_id: &corr,
-                            content_type: content_type::TASK_CONTENT,
-                        },
-                        text.as_bytes(),
-                    )
-                    .map_err(|e| KindError::internal(e.code(), e.to_string()))?;
-                let ev = json!({
-                    "event_type": "chat_message_dispatched",
-                    "user_message_id": umid,
-                    "session_id": session_id,
-                    "content": env.to_json(),
-                })
-                .to_string();
-                self.insert_and_push(&NewJob {
-                    job_id: &umid,
-                    purpose: jobs::CHAT,
-                    app_session: Some(session_id),
-                    source_task_id: Some(task_id),
-                    anchor: Some(&umid),
-                    correlation_id: &corr,
-                    deadline_ms: self.now_ms() + CHAT_DEADLINE_MS,
-                    event: Some(&ev),
-                })
-                .await?;
-                // Typing while the assistant works on it.
-                let mut typing = Callback::new(task_id.clone(), session_id.clone(), Status::Typing);
-                typing.user_message_id = Some(umid.clone());
-                typing.label = Some("thinking".into());
-                if let Err(e) = self.inner.ctx.submit(typing).await {
-                    tracing::debug!(error = %e, "typing not shown");
-                }
-                Ok(Attempt::Delivered("queued"))
+                self.dispatch_chat(&p, task_id, session_id, text, umid)
+                    .await
             }
         }
+    }
+
+    /// The end of a call: one `session_summary` job over its stored transcript (none for a
+    /// call without turns, or when one is queued already).
+    async fn queue_summary(
+        &self,
+        p: &Paired,
+        task_id: &str,
+        call_id: &str,
+    ) -> Result<Attempt, KindError> {
+        if self.jobs().by_source(task_id).await.map_err(db)?.is_some() {
+            return Ok(Attempt::Delivered("already_queued"));
+        }
+        let conv = &self.inner.ctx.conversation;
+        let turns = conv
+            .transcript(call_id)
+            .await
+            .map_err(|e| KindError::internal("storage_unavailable", e.to_string()))?;
+        if turns.is_empty() {
+            return Ok(Attempt::Delivered("nothing_to_summarise"));
+        }
+        let lines: Vec<String> = turns
+            .iter()
+            .map(|t| transcript_text(t.speaker.as_deref(), &t.text))
+            .collect();
+        let title = self.call_title(call_id).await;
+        let payload = schema::summary_payload(title.as_deref(), &lines);
+        let job_id = uuid::Uuid::new_v4().to_string();
+        let deadline = self.now_ms() + SUMMARY_DEADLINE_MS;
+        let ev = self.job_event(
+            p,
+            &job_id,
+            jobs::SUMMARY,
+            call_id,
+            deadline,
+            &payload,
+            false,
+        )?;
+        self.insert_and_push(&NewJob {
+            job_id: &job_id,
+            purpose: jobs::SUMMARY,
+            app_session: Some(call_id),
+            source_task_id: Some(task_id),
+            anchor: None,
+            correlation_id: &job_id,
+            deadline_ms: deadline,
+            event: Some(&ev),
+        })
+        .await?;
+        Ok(Attempt::Delivered("queued"))
+    }
+
+    /// A user's message: a sealed `chat_message_dispatched` job (once per message id), and
+    /// typing while the assistant works on it.
+    async fn dispatch_chat(
+        &self,
+        p: &Paired,
+        task_id: &str,
+        session_id: &str,
+        text: &str,
+        umid: String,
+    ) -> Result<Attempt, KindError> {
+        if self.jobs().get(&umid).await.map_err(db)?.is_some() {
+            return Ok(Attempt::Delivered("already_queued"));
+        }
+        let corr = format!("chat:{umid}");
+        let env = p
+            .key
+            .try_seal(
+                &Meta {
+                    session_id,
+                    correlation_id: &corr,
+                    content_type: content_type::TASK_CONTENT,
+                },
+                text.as_bytes(),
+            )
+            .map_err(|e| KindError::internal(e.code(), e.to_string()))?;
+        let ev = json!({
+            "event_type": "chat_message_dispatched",
+            "user_message_id": umid,
+            "session_id": session_id,
+            "content": env.to_json(),
+        })
+        .to_string();
+        self.insert_and_push(&NewJob {
+            job_id: &umid,
+            purpose: jobs::CHAT,
+            app_session: Some(session_id),
+            source_task_id: Some(task_id),
+            anchor: Some(&umid),
+            correlation_id: &corr,
+            deadline_ms: self.now_ms() + CHAT_DEADLINE_MS,
+            event: Some(&ev),
+        })
+        .await?;
+        // Typing while the assistant works on it.
+        let mut typing = Callback::new(task_id.to_string(), session_id.to_string(), Status::Typing);
+        typing.user_message_id = Some(umid.clone());
+        typing.label = Some("thinking".into());
+        if let Err(e) = self.inner.ctx.submit(typing).await {
+            tracing::debug!(error = %e, "typing not shown");
+        }
+        Ok(Attempt::Delivered("queued"))
     }
 }

@@ -75,6 +75,33 @@ fn db(e: impl std::fmt::Display) -> Resp {
     )
 }
 
+/// How a job ends: its state, its result and its error (code, message).
+type Settled<'a> = (&'a str, Option<Value>, Option<(String, String)>);
+
+/// The dialect a relay path speaks and the path under its prefix.
+fn split_prefix(path: &str) -> Option<(Dialect, &str)> {
+    if let Some(r) = path.strip_prefix(HERMES_PREFIX) {
+        Some((Dialect::Hermes, r))
+    } else {
+        path.strip_prefix(OPENCLAW_PREFIX)
+            .map(|r| (Dialect::OpenClaw, r))
+    }
+}
+
+/// The request's JSON body (an empty one is `{}`).
+fn json_body(body: &Bytes) -> Result<Value, Resp> {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        detail(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            &format!("the body is not JSON: {e}"),
+        )
+    })
+}
+
 impl CallbackRoutes for Relay {
     fn prefixes(&self) -> Vec<&'static str> {
         vec![HERMES_PREFIX, OPENCLAW_PREFIX]
@@ -88,11 +115,7 @@ impl CallbackRoutes for Relay {
 impl Relay {
     async fn route(&self, parts: Parts, body: Bytes) -> Resp {
         let path = parts.uri.path().to_string();
-        let (dialect, rest) = if let Some(r) = path.strip_prefix(HERMES_PREFIX) {
-            (Dialect::Hermes, r)
-        } else if let Some(r) = path.strip_prefix(OPENCLAW_PREFIX) {
-            (Dialect::OpenClaw, r)
-        } else {
+        let Some((dialect, rest)) = split_prefix(&path) else {
             return detail(StatusCode::NOT_FOUND, "not_found", "no such route");
         };
         let seg: Vec<&str> = rest.split('/').collect();
@@ -112,66 +135,22 @@ impl Relay {
             );
         };
         let now = self.kind.now_ms();
-        let presented = bearer(
-            parts
-                .headers
-                .get(hyper::header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok()),
-        );
-        if !presented.is_some_and(|t| secret_eq(&paired.integration.relay_token, t)) {
-            if let Some(secs) = self.kind.inner.token_guard.locked(now) {
-                return throttled(secs);
-            }
-            self.kind.inner.token_guard.record_failure(now);
-            tracing::warn!("BYO relay request with a missing or wrong relay token");
-            return detail(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "missing or wrong relay token",
-            );
+        if let Some(refused) = self.check_token(&parts, &paired.integration.relay_token, now) {
+            return refused;
         }
         if let Some(c) = parts.extensions.get::<Connection>() {
             c.mark_trusted();
         }
         let integration_ok = |id: &str| id == paired.integration.integration_id;
-        let json_body = || -> Result<Value, Resp> {
-            if body.iter().all(|b| b.is_ascii_whitespace()) {
-                return Ok(json!({}));
-            }
-            serde_json::from_slice(&body).map_err(|e| {
-                detail(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_json",
-                    &format!("the body is not JSON: {e}"),
-                )
-            })
-        };
         match (m.clone(), seg.as_slice()) {
             (Method::GET, ["integrations", id, "stream"]) if integration_ok(id) => {
                 self.stream().await
             }
             (Method::POST, ["integrations", id, "heartbeat"]) if integration_ok(id) => {
-                let b = match json_body() {
-                    Ok(b) => b,
-                    Err(r) => return r,
-                };
-                self.kind.heartbeat(&b);
-                ok(json!({"ok": true, "status": self.kind_status()}))
+                self.heartbeat(&body)
             }
             (Method::POST, ["integrations", id, "test-reply"]) if integration_ok(id) => {
-                let b = match json_body() {
-                    Ok(b) => b,
-                    Err(r) => return r,
-                };
-                let test_id = b["test_id"].as_str().unwrap_or("");
-                self.kind
-                    .test_replied(test_id, b["content"].as_str().unwrap_or(""));
-                let jobs = self.kind.jobs();
-                let _ = jobs
-                    .finish(test_id, "completed", Some(&b["content"]), None, now)
-                    .await;
-                let _ = jobs.mark_applied(test_id).await;
-                ok(json!({"ok": true}))
+                self.test_reply(&body, now).await
             }
             (_, ["integrations", _, ..]) => detail(
                 StatusCode::NOT_FOUND,
@@ -180,36 +159,95 @@ impl Relay {
             ),
             (Method::GET, ["reasoning-jobs", job_id]) => self.fetch_job(job_id).await,
             (Method::POST, ["reasoning-jobs", job_id, "complete"]) => {
-                let b = match json_body() {
-                    Ok(b) => b,
-                    Err(r) => return r,
-                };
-                let corr = parts
-                    .headers
-                    .get("x-correlation-id")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_string);
-                self.complete_job(job_id, corr.as_deref(), &b, paired.integration.dialect())
+                self.complete_request(&parts, job_id, &body, &paired.integration)
                     .await
             }
-            (Method::POST, ["chat", "messages", id, "reply"]) => {
-                let b = match json_body() {
-                    Ok(b) => b,
-                    Err(r) => return r,
-                };
-                self.chat_reply(id, &b, paired.integration.dialect()).await
-            }
+            (Method::POST, ["chat", "messages", id, "reply"]) => match json_body(&body) {
+                Ok(b) => self.chat_reply(id, &b, paired.integration.dialect()).await,
+                Err(r) => r,
+            },
             (Method::POST, ["chat", "messages", id, "reply", "start"]) => self.chat_start(id).await,
             (Method::POST, ["chat", "messages", id, "reply", step @ ("delta" | "complete")]) => {
-                let b = match json_body() {
-                    Ok(b) => b,
-                    Err(r) => return r,
-                };
-                self.chat_plain(id, step, &b).await
+                match json_body(&body) {
+                    Ok(b) => self.chat_plain(id, step, &b).await,
+                    Err(r) => r,
+                }
             }
             (Method::POST, ["tasks", _, "status" | "reply"]) => ok(json!({"ok": true})),
             _ => detail(StatusCode::NOT_FOUND, "not_found", "no such relay route"),
         }
+    }
+
+    /// The relay token of the request, compared in constant time: `Some(refusal)` if it is
+    /// missing or wrong (throttled after repeated failures).
+    fn check_token(&self, parts: &Parts, relay_token: &str, now: i64) -> Option<Resp> {
+        let presented = bearer(
+            parts
+                .headers
+                .get(hyper::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok()),
+        );
+        if presented.is_some_and(|t| secret_eq(relay_token, t)) {
+            return None;
+        }
+        if let Some(secs) = self.kind.inner.token_guard.locked(now) {
+            return Some(throttled(secs));
+        }
+        self.kind.inner.token_guard.record_failure(now);
+        tracing::warn!("BYO relay request with a missing or wrong relay token");
+        Some(detail(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong relay token",
+        ))
+    }
+
+    /// `POST integrations/{id}/heartbeat`: the plugin is alive; answers the kind's status.
+    fn heartbeat(&self, body: &Bytes) -> Resp {
+        let b = match json_body(body) {
+            Ok(b) => b,
+            Err(r) => return r,
+        };
+        self.kind.heartbeat(&b);
+        ok(json!({"ok": true, "status": self.kind_status()}))
+    }
+
+    /// `POST integrations/{id}/test-reply`: the answer to a connection test.
+    async fn test_reply(&self, body: &Bytes, now: i64) -> Resp {
+        let b = match json_body(body) {
+            Ok(b) => b,
+            Err(r) => return r,
+        };
+        let test_id = b["test_id"].as_str().unwrap_or("");
+        self.kind
+            .test_replied(test_id, b["content"].as_str().unwrap_or(""));
+        let jobs = self.kind.jobs();
+        let _ = jobs
+            .finish(test_id, "completed", Some(&b["content"]), None, now)
+            .await;
+        let _ = jobs.mark_applied(test_id).await;
+        ok(json!({"ok": true}))
+    }
+
+    /// `POST reasoning-jobs/{id}/complete`: the body and its correlation id, then the result.
+    async fn complete_request(
+        &self,
+        parts: &Parts,
+        job_id: &str,
+        body: &Bytes,
+        integration: &Integration,
+    ) -> Resp {
+        let b = match json_body(body) {
+            Ok(b) => b,
+            Err(r) => return r,
+        };
+        let corr = parts
+            .headers
+            .get("x-correlation-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        self.complete_job(job_id, corr.as_deref(), &b, integration.dialect())
+            .await
     }
 
     fn kind_status(&self) -> Value {
@@ -385,58 +423,17 @@ impl Relay {
         b: &Value,
         dialect: Dialect,
     ) -> Resp {
-        let jobs = self.kind.jobs();
-        let job = match jobs.get(job_id).await {
-            Ok(Some(j)) if j.purpose != jobs::CHAT && j.purpose != jobs::TEST => j,
-            Ok(_) => return detail(StatusCode::NOT_FOUND, "unknown_job", "no such job"),
-            Err(e) => return db(e),
+        let job = match self.job_to_complete(job_id, corr).await {
+            Ok(j) => j,
+            Err(r) => return r,
         };
-        if let Some(answer) = answered(&job) {
-            return answer;
-        }
-        if let Some(r) = self.expire_if_late(&job).await {
-            return r;
-        }
-        if corr.is_some_and(|c| c != job.correlation_id) {
-            return detail(
-                StatusCode::BAD_REQUEST,
-                "correlation_mismatch",
-                "X-Correlation-ID is not this job's",
-            );
-        }
         let status = b["status"].as_str().unwrap_or("");
         let now = self.kind.now_ms();
-        let (state, result, error): (&str, Option<Value>, Option<(String, String)>) = match status {
-            "completed" => {
-                let output = &b["output"];
-                let value = if output["byo_encrypted"] == true {
-                    match self
-                        .open(&output["envelope"], dialect, &job.correlation_id)
-                        .await
-                    {
-                        Ok(plain) => match serde_json::from_slice::<Value>(&plain) {
-                            Ok(v) => Ok(v),
-                            Err(_) => Err(("response_parse_error".to_string(), String::new())),
-                        },
-                        Err(r) => return r,
-                    }
-                } else if job.purpose == jobs::PROBE {
-                    Ok(output.clone())
-                } else {
-                    return detail(
-                        StatusCode::BAD_REQUEST,
-                        "plaintext_refused",
-                        "this job's result must be sealed (byo_encrypted)",
-                    );
-                };
-                match value {
-                    Ok(v) => match schema::validate(&job.purpose, &v) {
-                        Ok(()) => ("completed", Some(v), None),
-                        Err(e) => ("failed", None, Some(("invalid_result".to_string(), e.0))),
-                    },
-                    Err(e) => ("failed", None, Some(e)),
-                }
-            }
+        let (state, result, error): Settled<'_> = match status {
+            "completed" => match self.completed_result(&job, &b["output"], dialect).await {
+                Ok(settled) => settled,
+                Err(r) => return r,
+            },
             "failed" | "timed_out" => {
                 let code = b["error_code"].as_str().unwrap_or(status).to_string();
                 let msg = b["error_message"].as_str().unwrap_or("").to_string();
@@ -450,6 +447,77 @@ impl Relay {
                 )
             }
         };
+        self.store_result(job_id, state, result, error, now).await
+    }
+
+    /// The reasoning job a result is for: known, not answered yet, not late, and of the same
+    /// correlation id; else the refusal.
+    async fn job_to_complete(&self, job_id: &str, corr: Option<&str>) -> Result<Job, Resp> {
+        let job = match self.kind.jobs().get(job_id).await {
+            Ok(Some(j)) if j.purpose != jobs::CHAT && j.purpose != jobs::TEST => j,
+            Ok(_) => return Err(detail(StatusCode::NOT_FOUND, "unknown_job", "no such job")),
+            Err(e) => return Err(db(e)),
+        };
+        if let Some(answer) = answered(&job) {
+            return Err(answer);
+        }
+        if let Some(r) = self.expire_if_late(&job).await {
+            return Err(r);
+        }
+        if corr.is_some_and(|c| c != job.correlation_id) {
+            return Err(detail(
+                StatusCode::BAD_REQUEST,
+                "correlation_mismatch",
+                "X-Correlation-ID is not this job's",
+            ));
+        }
+        Ok(job)
+    }
+
+    /// A `completed` result: the sealed output opened (plaintext only for a probe) and checked
+    /// against the job's schema; a result that does not parse or fit fails the job.
+    async fn completed_result(
+        &self,
+        job: &Job,
+        output: &Value,
+        dialect: Dialect,
+    ) -> Result<Settled<'static>, Resp> {
+        let value = if output["byo_encrypted"] == true {
+            let plain = self
+                .open(&output["envelope"], dialect, &job.correlation_id)
+                .await?;
+            match serde_json::from_slice::<Value>(&plain) {
+                Ok(v) => Ok(v),
+                Err(_) => Err(("response_parse_error".to_string(), String::new())),
+            }
+        } else if job.purpose == jobs::PROBE {
+            Ok(output.clone())
+        } else {
+            return Err(detail(
+                StatusCode::BAD_REQUEST,
+                "plaintext_refused",
+                "this job's result must be sealed (byo_encrypted)",
+            ));
+        };
+        Ok(match value {
+            Ok(v) => match schema::validate(&job.purpose, &v) {
+                Ok(()) => ("completed", Some(v), None),
+                Err(e) => ("failed", None, Some(("invalid_result".to_string(), e.0))),
+            },
+            Err(e) => ("failed", None, Some(e)),
+        })
+    }
+
+    /// Stores a job's result (once: the same result again is a `duplicate`) and applies it.
+    async fn store_result(
+        &self,
+        job_id: &str,
+        state: &str,
+        result: Option<Value>,
+        error: Option<(String, String)>,
+        now: i64,
+    ) -> Resp {
+        let jobs = self.kind.jobs();
         let err = error.as_ref().map(|(c, m)| (c.as_str(), m.as_str()));
         match jobs.finish(job_id, state, result.as_ref(), err, now).await {
             Ok(true) => {}
