@@ -72,76 +72,85 @@ fn is_callback_problem(words: &str) -> bool {
 pub fn classify(resp: &Response, base_url: &str) -> Verdict {
     let s = resp.status;
     let words = assistant_error(resp);
-    let said = |code: u16| {
-        if words.is_empty() {
-            format!("{code}")
-        } else {
-            format!("{code} {words}")
-        }
-    };
     if s.is_success() {
-        let v = resp.json();
-        let how = if resp
-            .headers
-            .get("x-idempotent-replay")
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
-        {
-            "replay"
-        } else {
-            match v["status"].as_str() {
-                Some("in_flight") => "in_flight",
-                Some("duplicate") => "duplicate",
-                _ => "accepted",
-            }
-        };
-        return Verdict::Delivered(how);
+        return Verdict::Delivered(accepted_how(resp));
     }
     let code = s.as_u16();
-    match s {
+    let said = if words.is_empty() {
+        format!("{code}")
+    } else {
+        format!("{code} {words}")
+    };
+    retry_verdict(resp, &said).unwrap_or_else(|| refusal_verdict(resp, &words, &said, base_url))
+}
+
+/// How a 2xx answer took the entry: `replay`, `in_flight`, `duplicate` or `accepted`.
+fn accepted_how(resp: &Response) -> &'static str {
+    let v = resp.json();
+    if resp
+        .headers
+        .get("x-idempotent-replay")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
+    {
+        "replay"
+    } else {
+        match v["status"].as_str() {
+            Some("in_flight") => "in_flight",
+            Some("duplicate") => "duplicate",
+            _ => "accepted",
+        }
+    }
+}
+
+/// A busy or failing assistant (408, 425, 429, 5xx): retried; `None` for any other status.
+fn retry_verdict(resp: &Response, said: &str) -> Option<Verdict> {
+    let s = resp.status;
+    let code = s.as_u16();
+    Some(match s {
         StatusCode::REQUEST_TIMEOUT | StatusCode::TOO_MANY_REQUESTS => Verdict::Retry {
             code: if s == StatusCode::TOO_MANY_REQUESTS {
                 "assistant_busy"
             } else {
                 "assistant_timeout"
             },
-            message: format!(
-                "The assistant is busy ({}); retrying automatically.",
-                said(code)
-            ),
+            message: format!("The assistant is busy ({said}); retrying automatically."),
             after: resp.retry_after(),
             status: StatusKind::Online,
         },
         _ if code == 425 => Verdict::Retry {
             code: "assistant_busy",
-            message: format!("The assistant asked to retry later ({}).", said(code)),
+            message: format!("The assistant asked to retry later ({said})."),
             after: resp.retry_after(),
             status: StatusKind::Online,
         },
         _ if s.is_server_error() => Verdict::Retry {
             code: "assistant_error",
-            message: format!(
-                "The assistant answered {}; retrying automatically.",
-                said(code)
-            ),
+            message: format!("The assistant answered {said}; retrying automatically."),
             after: resp.retry_after(),
             status: StatusKind::Unreachable,
         },
+        _ => return None,
+    })
+}
+
+/// A refusal (4xx): the entry fails with a sentence saying what to fix, or the callback URL
+/// was rejected.
+fn refusal_verdict(resp: &Response, words: &str, said: &str, base_url: &str) -> Verdict {
+    match resp.status {
         StatusCode::UNAUTHORIZED => Verdict::Failed {
             code: "assistant_auth_failed",
             message: format!(
-                "The assistant rejected the relay token ({}). Enter the token the assistant is \
+                "The assistant rejected the relay token ({said}). Enter the token the assistant is \
                  configured with in Settings → Assistant (Hermes: STAGEWHISPER_RELAY_TOKEN; \
-                 OpenClaw: plugins.entries.stagewhisper.config.httpToken), then retry.",
-                said(code)
+                 OpenClaw: plugins.entries.stagewhisper.config.httpToken), then retry."
             ),
             status: Some(StatusKind::AuthFailed),
         },
         StatusCode::FORBIDDEN => Verdict::Failed {
             code: "assistant_forbidden",
             message: format!(
-                "The assistant refused the request ({}): it accepts only loopback Host headers \
-                 unless STAGEWHISPER_ALLOW_INGRESS_HOSTS lists the host of {base_url}.",
-                said(code)
+                "The assistant refused the request ({said}): it accepts only loopback Host headers \
+                 unless STAGEWHISPER_ALLOW_INGRESS_HOSTS lists the host of {base_url}."
             ),
             status: Some(StatusKind::Misconfigured),
         },
@@ -156,17 +165,16 @@ pub fn classify(resp: &Response, base_url: &str) -> Verdict {
         },
         StatusCode::PAYLOAD_TOO_LARGE => Verdict::Failed {
             code: "assistant_payload_too_large",
-            message: format!("The assistant refused this as too large ({}).", said(code)),
+            message: format!("The assistant refused this as too large ({said})."),
             status: None,
         },
-        StatusCode::BAD_REQUEST if is_callback_problem(&words) => {
-            Verdict::CallbackRejected { detail: said(code) }
-        }
+        StatusCode::BAD_REQUEST if is_callback_problem(words) => Verdict::CallbackRejected {
+            detail: said.to_string(),
+        },
         _ => Verdict::Failed {
             code: "assistant_rejected",
             message: format!(
-                "The assistant rejected this ({}). It was not delivered; retry or rephrase it.",
-                said(code)
+                "The assistant rejected this ({said}). It was not delivered; retry or rephrase it."
             ),
             status: None,
         },
@@ -234,43 +242,8 @@ impl Inner {
                 session_id,
                 title,
             } => {
-                let text = render_prelude(cfg.prelude(), title.as_deref());
-                let now = fmt_time(self.conversation.clock().now());
-                let body = incoming_body(
-                    task_id,
-                    session_id,
-                    "system_prelude",
-                    &now,
-                    json!({"text": text}),
-                    None,
-                );
-                match self
-                    .post(cfg, body, task_id, session_id, "system_prelude")
+                self.deliver_prelude(cfg, task_id, call_id, session_id, title.as_deref())
                     .await
-                {
-                    Verdict::Delivered(how) => Attempt::Delivered(how),
-                    Verdict::Retry {
-                        code,
-                        message,
-                        after,
-                        ..
-                    } => Attempt::RetryAfter {
-                        code,
-                        message,
-                        after,
-                    },
-                    Verdict::CallbackRejected { detail }
-                    | Verdict::Failed {
-                        message: detail, ..
-                    } => {
-                        tracing::debug!(call_id = %call_id, %detail, "system_prelude refused");
-                        self.set_last_error("prelude_rejected", &detail);
-                        Attempt::Failed {
-                            code: "prelude_rejected",
-                            message: detail,
-                        }
-                    }
-                }
             }
             // `/v1/incoming` has no reason for the end of a call: nothing to send.
             Outgoing::CallEnded { .. } => Attempt::Delivered("not_applicable"),
@@ -317,6 +290,54 @@ impl Inner {
         }
     }
 
+    /// A call's prelude (`system_prelude`, without a callback block); a refusal fails it.
+    async fn deliver_prelude(
+        &self,
+        cfg: &LinkConfig,
+        task_id: &str,
+        call_id: &str,
+        session_id: &str,
+        title: Option<&str>,
+    ) -> Attempt {
+        let text = render_prelude(cfg.prelude(), title);
+        let now = fmt_time(self.conversation.clock().now());
+        let body = incoming_body(
+            task_id,
+            session_id,
+            "system_prelude",
+            &now,
+            json!({"text": text}),
+            None,
+        );
+        match self
+            .post(cfg, body, task_id, session_id, "system_prelude")
+            .await
+        {
+            Verdict::Delivered(how) => Attempt::Delivered(how),
+            Verdict::Retry {
+                code,
+                message,
+                after,
+                ..
+            } => Attempt::RetryAfter {
+                code,
+                message,
+                after,
+            },
+            Verdict::CallbackRejected { detail }
+            | Verdict::Failed {
+                message: detail, ..
+            } => {
+                tracing::debug!(call_id = %call_id, %detail, "system_prelude refused");
+                self.set_last_error("prelude_rejected", &detail);
+                Attempt::Failed {
+                    code: "prelude_rejected",
+                    message: detail,
+                }
+            }
+        }
+    }
+
     /// A chat message or a transcript turn: with the callback block, or without it (replies
     /// over `GET /v1/events`) when the assistant rejects the callback URL and offers the stream.
     async fn deliver_turn(
@@ -342,63 +363,90 @@ impl Inner {
             );
             verdict = self.post(cfg, body, task_id, session_id, reason).await;
             if let Verdict::CallbackRejected { detail } = &verdict {
-                let cb = self.callback.url();
-                let (code, message) = if events {
-                    // We sent no callback block, and the assistant wants one.
-                    let missing = if self.events_support() == Some(false) {
-                        " and it has no GET /v1/events (404) to read replies from"
-                    } else {
-                        ""
-                    };
-                    (
-                        "callback_required",
-                        format!(
-                            "The assistant requires a callback URL ({detail}){missing}: set the \
-                             link's mode to \"auto\" or \"callback\" in Settings → Assistant, \
-                             then retry."
-                        ),
-                    )
-                } else {
-                    let fix = format!(
-                        "Allow it on the assistant (STAGEWHISPER_ALLOW_CALLBACK_URLS={cb}) or use a \
-                         loopback callback URL."
-                    );
-                    let can_fall_back =
-                        cfg.stored.mode == Mode::Auto && self.events_support() == Some(true);
-                    if can_fall_back {
-                        let reason_text = format!(
-                            "The assistant rejects this app's callback URL {cb} ({detail}), so \
-                             replies are read from its GET /v1/events stream instead. {fix}"
-                        );
-                        self.set_fallback(reason_text.clone());
-                        self.set_status(StatusKind::Online, reason_text);
-                        continue; // same task id, without the callback block
-                    }
-                    let missing = match self.events_support() {
-                        Some(false) => " This assistant offers no GET /v1/events fallback (404), so it must be able to reach the callback URL.",
-                        _ if cfg.stored.mode == Mode::Callback => " (Mode \"callback\": the GET /v1/events fallback is not used.)",
-                        _ => "",
-                    };
-                    (
-                        "callback_rejected",
-                        format!(
-                            "The assistant rejects this app's callback URL {cb} ({detail}). {fix}{missing}"
-                        ),
-                    )
+                let Some((code, message)) = self.callback_refusal(cfg, events, detail) else {
+                    continue; // same task id, without the callback block
                 };
-                if code == "callback_rejected" {
-                    self.set_callback_problem(Some(message.clone()));
-                }
-                self.set_last_error(code, &message);
-                self.set_status(StatusKind::Misconfigured, message.clone());
-                verdict = Verdict::Failed {
-                    code,
-                    message,
-                    status: Some(StatusKind::Misconfigured),
-                };
+                verdict = self.refused_for_callback(code, message);
             }
             break;
         }
+        self.turn_attempt(cfg, session_id, verdict)
+    }
+
+    /// What a rejected callback URL comes to: `None` when the link falls back to
+    /// `GET /v1/events` (the turn is resent), else the failure's code and sentence.
+    fn callback_refusal(
+        &self,
+        cfg: &LinkConfig,
+        events: bool,
+        detail: &str,
+    ) -> Option<(&'static str, String)> {
+        let cb = self.callback.url();
+        if events {
+            // We sent no callback block, and the assistant wants one.
+            let missing = if self.events_support() == Some(false) {
+                " and it has no GET /v1/events (404) to read replies from"
+            } else {
+                ""
+            };
+            return Some((
+                "callback_required",
+                format!(
+                    "The assistant requires a callback URL ({detail}){missing}: set the \
+                     link's mode to \"auto\" or \"callback\" in Settings → Assistant, \
+                     then retry."
+                ),
+            ));
+        }
+        let fix = format!(
+            "Allow it on the assistant (STAGEWHISPER_ALLOW_CALLBACK_URLS={cb}) or use a \
+             loopback callback URL."
+        );
+        let can_fall_back = cfg.stored.mode == Mode::Auto && self.events_support() == Some(true);
+        if can_fall_back {
+            let reason_text = format!(
+                "The assistant rejects this app's callback URL {cb} ({detail}), so \
+                 replies are read from its GET /v1/events stream instead. {fix}"
+            );
+            self.set_fallback(reason_text.clone());
+            self.set_status(StatusKind::Online, reason_text);
+            return None;
+        }
+        let missing = match self.events_support() {
+            Some(false) => " This assistant offers no GET /v1/events fallback (404), so it must be able to reach the callback URL.",
+            _ if cfg.stored.mode == Mode::Callback => " (Mode \"callback\": the GET /v1/events fallback is not used.)",
+            _ => "",
+        };
+        Some((
+            "callback_rejected",
+            format!(
+                "The assistant rejects this app's callback URL {cb} ({detail}). {fix}{missing}"
+            ),
+        ))
+    }
+
+    /// Records a callback problem on the link (misconfigured) and fails the turn with it.
+    fn refused_for_callback(&self, code: &'static str, message: String) -> Verdict {
+        if code == "callback_rejected" {
+            self.set_callback_problem(Some(message.clone()));
+        }
+        self.set_last_error(code, &message);
+        self.set_status(StatusKind::Misconfigured, message.clone());
+        Verdict::Failed {
+            code,
+            message,
+            status: Some(StatusKind::Misconfigured),
+        }
+    }
+
+    /// The attempt a turn's verdict comes to; a delivery clears a callback problem (callback
+    /// mode) or follows the session's replies (events mode).
+    fn turn_attempt(
+        self: &Arc<Self>,
+        cfg: &Arc<LinkConfig>,
+        session_id: &str,
+        verdict: Verdict,
+    ) -> Attempt {
         match verdict {
             Verdict::Delivered(how) => {
                 if !self.uses_events(cfg) && self.callback_problem().is_some() {

@@ -35,76 +35,91 @@ pub async fn check(cfg: &LinkConfig, t: client::Timeouts) -> Probe {
     )
     .await;
     let (kind, detail) = match ping {
-        Err(ClientError::Refused) => (
-            StatusKind::Unreachable,
-            format!(
-                "Cannot connect to {base} (connection refused): is the assistant running and \
-                 listening on port {}? (Hermes: STAGEWHISPER_LISTEN_PORT; OpenClaw: \
-                 plugins.entries.stagewhisper.config.httpPort)",
-                ep.port
-            ),
-        ),
-        Err(e @ (ClientError::ConnectTimeout(_) | ClientError::Connect(_))) => (
-            StatusKind::Unreachable,
-            format!("Cannot connect to {base}: {e}."),
-        ),
-        Err(e) => (
-            StatusKind::Unreachable,
-            format!("{base} did not answer POST /v1/ping properly ({e})."),
-        ),
-        Ok(r) => {
-            let words = assistant_error(&r);
-            let said = if words.is_empty() {
-                r.status.as_u16().to_string()
-            } else {
-                format!("{} {words}", r.status.as_u16())
-            };
-            match r.status {
-                s if s.is_success() => (
-                    StatusKind::Online,
-                    match &version {
-                        Some(v) => format!("Connected to the assistant at {base} (adapter {v})."),
-                        None => format!("Connected to the assistant at {base}."),
-                    },
-                ),
-                StatusCode::UNAUTHORIZED => (
-                    StatusKind::AuthFailed,
-                    format!(
-                        "The assistant at {base} rejected the relay token ({said}). Enter the \
-                         token it is configured with (Hermes: STAGEWHISPER_RELAY_TOKEN; \
-                         OpenClaw: plugins.entries.stagewhisper.config.httpToken)."
-                    ),
-                ),
-                StatusCode::FORBIDDEN => (
-                    StatusKind::Misconfigured,
-                    format!(
-                        "The assistant at {base} refused the request ({said}): it accepts only \
-                         loopback Host headers unless STAGEWHISPER_ALLOW_INGRESS_HOSTS lists {}.",
-                        ep.authority
-                    ),
-                ),
-                StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => (
-                    StatusKind::Misconfigured,
-                    format!(
-                        "POST {base}/v1/ping answered {said}: this URL is not a StageWhisper \
-                         assistant listener. Check the port and remove any path."
-                    ),
-                ),
-                s if s.is_server_error() || s == StatusCode::TOO_MANY_REQUESTS => (
-                    StatusKind::Unreachable,
-                    format!("The assistant at {base} answered {said} to POST /v1/ping; checking again soon."),
-                ),
-                _ => (
-                    StatusKind::Misconfigured,
-                    format!("The assistant at {base} answered {said} to POST /v1/ping."),
-                ),
-            }
-        }
+        Err(e) => ping_failed(e, base, ep.port),
+        Ok(r) => ping_answered(&r, base, &ep.authority, version.as_deref()),
     };
     Probe {
         kind,
         detail,
         version,
+    }
+}
+
+/// The link status when `POST /v1/ping` got no HTTP answer.
+fn ping_failed(e: ClientError, base: &str, port: u16) -> (StatusKind, String) {
+    match e {
+        ClientError::Refused => (
+            StatusKind::Unreachable,
+            format!(
+                "Cannot connect to {base} (connection refused): is the assistant running and \
+                 listening on port {port}? (Hermes: STAGEWHISPER_LISTEN_PORT; OpenClaw: \
+                 plugins.entries.stagewhisper.config.httpPort)"
+            ),
+        ),
+        e @ (ClientError::ConnectTimeout(_) | ClientError::Connect(_)) => (
+            StatusKind::Unreachable,
+            format!("Cannot connect to {base}: {e}."),
+        ),
+        e => (
+            StatusKind::Unreachable,
+            format!("{base} did not answer POST /v1/ping properly ({e})."),
+        ),
+    }
+}
+
+/// The link status an answer to `POST /v1/ping` says.
+fn ping_answered(
+    r: &client::Response,
+    base: &str,
+    authority: &str,
+    version: Option<&str>,
+) -> (StatusKind, String) {
+    let words = assistant_error(r);
+    let said = if words.is_empty() {
+        r.status.as_u16().to_string()
+    } else {
+        format!("{} {words}", r.status.as_u16())
+    };
+    match r.status {
+        s if s.is_success() => (
+            StatusKind::Online,
+            match version {
+                Some(v) => format!("Connected to the assistant at {base} (adapter {v})."),
+                None => format!("Connected to the assistant at {base}."),
+            },
+        ),
+        StatusCode::UNAUTHORIZED => (
+            StatusKind::AuthFailed,
+            format!(
+                "The assistant at {base} rejected the relay token ({said}). Enter the \
+                 token it is configured with (Hermes: STAGEWHISPER_RELAY_TOKEN; \
+                 OpenClaw: plugins.entries.stagewhisper.config.httpToken)."
+            ),
+        ),
+        StatusCode::FORBIDDEN => (
+            StatusKind::Misconfigured,
+            format!(
+                "The assistant at {base} refused the request ({said}): it accepts only \
+                 loopback Host headers unless STAGEWHISPER_ALLOW_INGRESS_HOSTS lists {authority}."
+            ),
+        ),
+        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => (
+            StatusKind::Misconfigured,
+            format!(
+                "POST {base}/v1/ping answered {said}: this URL is not a StageWhisper \
+                 assistant listener. Check the port and remove any path."
+            ),
+        ),
+        s if s.is_server_error() || s == StatusCode::TOO_MANY_REQUESTS => (
+            StatusKind::Unreachable,
+            format!(
+                "The assistant at {base} answered {said} to POST /v1/ping; checking again soon."
+            ),
+        ),
+        _ => (
+            StatusKind::Misconfigured,
+            format!("The assistant at {base} answered {said} to POST /v1/ping."),
+        ),
     }
 }
 
