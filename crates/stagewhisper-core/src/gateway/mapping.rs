@@ -319,15 +319,8 @@ pub(crate) fn map_event(ctx: &AssistantContext, runs: &Mutex<Runs>, ev: GatewayE
     };
     let mut guard = lock(runs);
     let runs = &mut *guard;
-    let key = match &ev {
-        GatewayEvent::Status(_) => return mapped,
-        GatewayEvent::Typing { run_id, .. }
-        | GatewayEvent::Draft { run_id, .. }
-        | GatewayEvent::Aborted { run_id, .. }
-        | GatewayEvent::Error { run_id, .. } => run_id.clone(),
-        GatewayEvent::Final {
-            idempotency_key, ..
-        } => idempotency_key.clone(),
+    let Some(key) = run_key(&ev) else {
+        return mapped;
     };
     let Some(run) = runs.runs.get_mut(&key) else {
         tracing::debug!(run = %key, "gateway event of a run this app did not start");
@@ -336,42 +329,79 @@ pub(crate) fn map_event(ctx: &AssistantContext, runs: &Mutex<Runs>, ev: GatewayE
     run.unconfirmed = false;
     if !run.held.is_empty() {
         let held = std::mem::take(&mut run.held);
-        mapped.settle = Some(match &ev {
-            GatewayEvent::Error { code, message, .. } => (
-                held,
-                HeldOutcome::Failed {
-                    code: "gateway_error",
-                    message: format!(
-                        "The OpenClaw gateway could not answer these turns ({code}: {message})."
-                    ),
-                },
-            ),
-            _ => (held, HeldOutcome::Sent),
-        });
+        mapped.settle = Some(held_outcome(held, &ev));
     }
-    let mut out = Vec::new();
-    let prelude = run.kind == RunKind::Prelude;
     let terminal = matches!(
         ev,
         GatewayEvent::Final { .. } | GatewayEvent::Aborted { .. } | GatewayEvent::Error { .. }
     );
+    let out = run_callbacks(ctx, &key, run, ev);
+    if terminal {
+        let ended_now = runs.runs.get(&key).is_some_and(|r| !r.done);
+        if ended_now {
+            mapped.next = runs.end_run(&key);
+        }
+    }
+    mapped.callbacks = out;
+    mapped
+}
+
+/// The run an event belongs to (a status belongs to none).
+fn run_key(ev: &GatewayEvent) -> Option<String> {
+    match ev {
+        GatewayEvent::Status(_) => None,
+        GatewayEvent::Typing { run_id, .. }
+        | GatewayEvent::Draft { run_id, .. }
+        | GatewayEvent::Aborted { run_id, .. }
+        | GatewayEvent::Error { run_id, .. } => Some(run_id.clone()),
+        GatewayEvent::Final {
+            idempotency_key, ..
+        } => Some(idempotency_key.clone()),
+    }
+}
+
+/// How the held entries a run carried went: failed by an error, else taken.
+fn held_outcome(held: Vec<String>, ev: &GatewayEvent) -> (Vec<String>, HeldOutcome) {
+    match ev {
+        GatewayEvent::Error { code, message, .. } => (
+            held,
+            HeldOutcome::Failed {
+                code: "gateway_error",
+                message: format!(
+                    "The OpenClaw gateway could not answer these turns ({code}: {message})."
+                ),
+            },
+        ),
+        _ => (held, HeldOutcome::Sent),
+    }
+}
+
+/// The callbacks a run's event becomes (none for a prelude's run).
+fn run_callbacks(
+    ctx: &AssistantContext,
+    key: &str,
+    run: &mut Run,
+    ev: GatewayEvent,
+) -> Vec<Callback> {
+    let mut out = Vec::new();
+    let prelude = run.kind == RunKind::Prelude;
     match ev {
         GatewayEvent::Status(_) => {}
         GatewayEvent::Typing { label, .. } => {
             if !prelude && !run.done {
-                let mut cb = callback(ctx, &key, run, Status::Typing);
+                let mut cb = callback(ctx, key, run, Status::Typing);
                 cb.label = Some(label);
                 out.push(cb);
             }
         }
         GatewayEvent::Draft { text, .. } => {
             if !prelude && !run.done && run.kind == RunKind::Chat {
-                out.extend(draft_parts(ctx, &key, run, &text));
+                out.extend(draft_parts(ctx, key, run, &text));
             }
         }
         GatewayEvent::Final { text, .. } => {
             if !prelude {
-                let mut cb = callback(ctx, &key, run, Status::Message);
+                let mut cb = callback(ctx, key, run, Status::Message);
                 cb.message_id = Some(format!("gw:{key}"));
                 cb.reply_text = Some(text);
                 out.push(cb);
@@ -379,22 +409,12 @@ pub(crate) fn map_event(ctx: &AssistantContext, runs: &Mutex<Runs>, ev: GatewayE
         }
         GatewayEvent::Aborted { partial, .. } => {
             if !prelude {
-                if !partial.trim().is_empty() {
-                    let mut cb = callback(ctx, &key, run, Status::Message);
-                    cb.message_id = Some(format!("gw:{key}"));
-                    cb.reply_text = Some(partial);
-                    out.push(cb);
-                }
-                let mut cb = callback(ctx, &key, run, Status::Errored);
-                cb.message_id = Some(format!("gw:{key}:aborted"));
-                cb.error_code = Some("aborted".into());
-                cb.error_message = Some("Stopped: the reply was cut off here.".into());
-                out.push(cb);
+                out.extend(aborted(ctx, key, run, partial));
             }
         }
         GatewayEvent::Error { code, message, .. } => {
             if !prelude {
-                let mut cb = callback(ctx, &key, run, Status::Errored);
+                let mut cb = callback(ctx, key, run, Status::Errored);
                 cb.message_id = Some(format!("gw:{key}:error"));
                 cb.error_code = Some(code);
                 cb.error_message = Some(if message.trim().is_empty() {
@@ -406,14 +426,24 @@ pub(crate) fn map_event(ctx: &AssistantContext, runs: &Mutex<Runs>, ev: GatewayE
             }
         }
     }
-    if terminal {
-        let ended_now = runs.runs.get(&key).is_some_and(|r| !r.done);
-        if ended_now {
-            mapped.next = runs.end_run(&key);
-        }
+    out
+}
+
+/// An aborted run: its partial text as the settled message (if any), then an error entry.
+fn aborted(ctx: &AssistantContext, key: &str, run: &Run, partial: String) -> Vec<Callback> {
+    let mut out = Vec::new();
+    if !partial.trim().is_empty() {
+        let mut cb = callback(ctx, key, run, Status::Message);
+        cb.message_id = Some(format!("gw:{key}"));
+        cb.reply_text = Some(partial);
+        out.push(cb);
     }
-    mapped.callbacks = out;
-    mapped
+    let mut cb = callback(ctx, key, run, Status::Errored);
+    cb.message_id = Some(format!("gw:{key}:aborted"));
+    cb.error_code = Some("aborted".into());
+    cb.error_message = Some("Stopped: the reply was cut off here.".into());
+    out.push(cb);
+    out
 }
 
 /// A cumulative draft → stream parts: the new tail as a delta, or (when the text is not an
