@@ -485,109 +485,131 @@ pub fn parse_hub_frame(text: &str) -> Result<HubFrame, FrameError> {
     };
     let t = ty.as_str();
     Ok(match t {
-        "subscribed" => {
-            let w: SubscribedWire = typed(t, v)?;
-            HubFrame::Subscribed {
-                session_id: w.session_id,
-                role: Role::parse(&w.role),
-            }
-        }
-        "ack" => {
-            let w: AckWire = typed(t, v)?;
-            HubFrame::Ack {
-                chat_id: w.chat_id.filter(|c| !c.is_empty()),
-            }
-        }
-        "event" => {
-            let w: EventWire = typed(t, v)?;
-            let e = w.event;
-            let class = match e.kind.as_str() {
-                "chat" => EventClass::Chat(ChatType::parse(&e.ty)),
-                "tail" => EventClass::Tail(TailHook::parse(&e.ty)),
-                other => EventClass::Other {
-                    kind: other.to_string(),
-                    ty: e.ty.clone(),
-                },
-            };
-            HubFrame::Event {
-                session_id: w.session_id,
-                event: Event {
-                    class,
-                    ty: e.ty,
-                    kind: e.kind,
-                    payload: e.payload,
-                    ts: e.ts,
-                },
-            }
-        }
-        "chat_reply_chunk" => {
-            let w: ChunkWire = typed(t, v)?;
-            HubFrame::ChatReplyChunk {
-                session_id: w.session_id,
-                chat_id: w.chat_id,
-                text: w.text,
-                done: w.done,
-            }
-        }
-        "permission_request" => {
-            let w: PermissionRequestWire = typed(t, v)?;
-            HubFrame::PermissionRequest {
-                session_id: w.session_id,
-                request_id: w.request_id,
-                tool: w.tool,
-                input_preview: w.input_preview.unwrap_or_default(),
-                ts: w.ts,
-            }
-        }
-        "permission_resolved" => {
-            let w: PermissionResolvedWire = typed(t, v)?;
-            HubFrame::PermissionResolved {
-                session_id: w.session_id,
-                request_id: w.request_id,
-                decision: w.decision,
-                resolver_login: w.resolver_login.filter(|l| !l.is_empty()),
-            }
-        }
-        "presence" => {
-            let w: PresenceWire = typed(t, v)?;
-            HubFrame::Presence {
-                session_id: w.session_id,
-                attached: w.attached,
-                joined: w.joined,
-                left: w.left,
-            }
-        }
-        "channel_status" => {
-            let w: ChannelStatusWire = typed(t, v)?;
-            HubFrame::ChannelStatus {
-                session_id: w.session_id,
-                connected: w.connected,
-            }
-        }
-        "op_message" => {
-            let w: OpMessageWire = typed(t, v)?;
-            HubFrame::OpMessage {
-                session_id: w.session_id,
-                author_login: w.author_login,
-                text: w.text,
-            }
-        }
-        "file_event" => {
-            let w: FileEventWire = typed(t, v)?;
-            HubFrame::FileEvent {
-                session_id: w.session_id,
-                action: w.action,
-            }
-        }
-        "error" => {
-            let w: ErrorWire = typed(t, v)?;
-            HubFrame::Error {
-                code: w.code,
-                message: w.message,
-            }
-        }
+        "subscribed" => subscribed_frame(typed(t, v)?),
+        "ack" => ack_frame(typed(t, v)?),
+        "event" => event_frame(typed(t, v)?),
+        "chat_reply_chunk" => chat_reply_chunk_frame(typed(t, v)?),
+        "permission_request" => permission_request_frame(typed(t, v)?),
+        "permission_resolved" => permission_resolved_frame(typed(t, v)?),
+        "presence" => presence_frame(typed(t, v)?),
+        "channel_status" => channel_status_frame(typed(t, v)?),
+        "op_message" => op_message_frame(typed(t, v)?),
+        "file_event" => file_event_frame(typed(t, v)?),
+        "error" => error_frame(typed(t, v)?),
         _ => HubFrame::Unknown { frame_type: ty },
     })
+}
+
+/// The session the connection follows, and our role in it.
+fn subscribed_frame(w: SubscribedWire) -> HubFrame {
+    HubFrame::Subscribed {
+        session_id: w.session_id,
+        role: Role::parse(&w.role),
+    }
+}
+
+/// A write accepted (after a prompt: the chat id replies will name).
+fn ack_frame(w: AckWire) -> HubFrame {
+    HubFrame::Ack {
+        chat_id: w.chat_id.filter(|c| !c.is_empty()),
+    }
+}
+
+/// A session event, classed by its kind and type.
+fn event_frame(w: EventWire) -> HubFrame {
+    let e = w.event;
+    let class = match e.kind.as_str() {
+        "chat" => EventClass::Chat(ChatType::parse(&e.ty)),
+        "tail" => EventClass::Tail(TailHook::parse(&e.ty)),
+        other => EventClass::Other {
+            kind: other.to_string(),
+            ty: e.ty.clone(),
+        },
+    };
+    HubFrame::Event {
+        session_id: w.session_id,
+        event: Event {
+            class,
+            ty: e.ty,
+            kind: e.kind,
+            payload: e.payload,
+            ts: e.ts,
+        },
+    }
+}
+
+/// A piece of a streamed reply.
+fn chat_reply_chunk_frame(w: ChunkWire) -> HubFrame {
+    HubFrame::ChatReplyChunk {
+        session_id: w.session_id,
+        chat_id: w.chat_id,
+        text: w.text,
+        done: w.done,
+    }
+}
+
+/// A tool asks for permission.
+fn permission_request_frame(w: PermissionRequestWire) -> HubFrame {
+    HubFrame::PermissionRequest {
+        session_id: w.session_id,
+        request_id: w.request_id,
+        tool: w.tool,
+        input_preview: w.input_preview.unwrap_or_default(),
+        ts: w.ts,
+    }
+}
+
+/// A permission request was answered (or expired).
+fn permission_resolved_frame(w: PermissionResolvedWire) -> HubFrame {
+    HubFrame::PermissionResolved {
+        session_id: w.session_id,
+        request_id: w.request_id,
+        decision: w.decision,
+        resolver_login: w.resolver_login.filter(|l| !l.is_empty()),
+    }
+}
+
+/// Who is attached to the session.
+fn presence_frame(w: PresenceWire) -> HubFrame {
+    HubFrame::Presence {
+        session_id: w.session_id,
+        attached: w.attached,
+        joined: w.joined,
+        left: w.left,
+    }
+}
+
+/// Whether the Claude Code session's `/channel` is connected.
+fn channel_status_frame(w: ChannelStatusWire) -> HubFrame {
+    HubFrame::ChannelStatus {
+        session_id: w.session_id,
+        connected: w.connected,
+    }
+}
+
+/// A message of another operator.
+fn op_message_frame(w: OpMessageWire) -> HubFrame {
+    HubFrame::OpMessage {
+        session_id: w.session_id,
+        author_login: w.author_login,
+        text: w.text,
+    }
+}
+
+/// A file of the session changed.
+fn file_event_frame(w: FileEventWire) -> HubFrame {
+    HubFrame::FileEvent {
+        session_id: w.session_id,
+        action: w.action,
+    }
+}
+
+/// An error of the hub.
+fn error_frame(w: ErrorWire) -> HubFrame {
+    HubFrame::Error {
+        code: w.code,
+        message: w.message,
+    }
 }
 
 #[cfg(test)]
