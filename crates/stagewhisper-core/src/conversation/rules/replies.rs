@@ -18,11 +18,20 @@ use crate::clock::fmt_time;
 use crate::conversation::index::hash_hex;
 use crate::conversation::Outcome;
 use crate::events::{Change, Event};
-use crate::model::MessageKind;
+use crate::model::{MessageKind, MessageRow};
 use crate::protocol::{clean_text, has_draft_cursor, is_none_reply, Callback, Status};
 use crate::store::Op;
 use chrono::{DateTime, Utc};
 use typing::Touch;
+
+/// A reply's final form: its cleaned text and keys.
+struct Reply {
+    text: String,
+    message_id: String,
+    content_key: String,
+    occurred_at: Option<String>,
+    hidden: bool,
+}
 
 impl Rules {
     /// Applies an assistant callback.
@@ -105,19 +114,9 @@ impl Rules {
         let insights = matches!(route, Route::Insights { .. });
         let task_key = (cb.session_id.clone(), DraftKey::Task(cb.task_id.clone()));
         if has_draft_cursor(raw) && kind == MessageKind::Assistant {
-            if insights {
-                return Outcome::Applied;
+            if let Some(outcome) = self.cursor_reply(cb, insights, &task_key, events) {
+                return outcome;
             }
-            let stream_finished = self
-                .state
-                .drafts
-                .get(&task_key)
-                .is_some_and(|d| d.is_open() && d.is_finished());
-            if !stream_finished {
-                return self.apply_edit_draft(cb, events);
-            }
-            // The task's stream has finished: the cursor is a leftover and this is its final
-            // text, which settles the stream's draft below.
         }
         let text = clean_text(raw);
         if text.is_empty() {
@@ -130,24 +129,7 @@ impl Rules {
             .unwrap_or_else(|| format!("h:{}", hash_hex(&[&cb.task_id, raw])));
         let content_key = hash_hex(&[&cb.session_id, &scope, kind.as_str(), &text]);
         let hidden = insights && is_none_reply(&text);
-
-        // A draft this message settles: the stream of the same task, else an edit-style draft
-        // of the scope that the final text extends.
-        let edit_key = (cb.session_id.clone(), DraftKey::Edit(scope.clone()));
-        let settle_key = if kind != MessageKind::Assistant {
-            None
-        } else if self.state.drafts.get(&task_key).is_some_and(Draft::is_open) {
-            Some(task_key)
-        } else if self
-            .state
-            .drafts
-            .get(&edit_key)
-            .is_some_and(|d| d.is_open() && text.starts_with(d.display().trim_end()))
-        {
-            Some(edit_key)
-        } else {
-            None
-        };
+        let settle_key = self.draft_to_settle(cb, kind, task_key, &scope, &text);
 
         let idx = self.idx(&cb.session_id);
         let same_id = idx.has_id(&message_id);
@@ -160,49 +142,130 @@ impl Rules {
             }
             Outcome::Duplicate
         } else {
-            let draft_row = settle_key.and_then(|key| {
-                let d = self.state.drafts.get_mut(&key).expect("checked above");
-                let row = d.row_id;
-                d.settle();
-                if matches!(key.1, DraftKey::Edit(_)) {
-                    self.state.drafts.remove(&key);
-                }
-                row.and_then(|id| self.state.draft_rows.remove(&id))
-            });
-            let occurred_at = cb.occurred_at.map(fmt_time);
+            let draft_row = settle_key.and_then(|key| self.settle_draft(&key));
+            let reply = Reply {
+                text,
+                message_id,
+                content_key,
+                occurred_at: cb.occurred_at.map(fmt_time),
+                hidden,
+            };
             match draft_row {
-                Some(mut row) => {
-                    // Settles in place: same id, same position, the final text.
-                    row.text = text;
-                    row.message_id = Some(message_id);
-                    row.content_key = Some(content_key);
-                    row.occurred_at = occurred_at.or(row.occurred_at);
-                    row.draft = false;
-                    row.draft_key = None;
-                    row.hidden = hidden;
-                    self.idx(&cb.session_id).add(&row);
-                    if !hidden {
-                        self.emit_row(events, &row, route, RowChange::Updated);
-                    }
-                    self.ops.push(Op::UpdateMessage(row));
-                }
-                None => {
-                    let mut row = self.new_row(&cb.session_id, kind, text);
-                    row.message_id = Some(message_id);
-                    row.task_id = Some(cb.task_id.clone());
-                    row.user_message_id = cb.user_message_id.clone();
-                    row.scope = Some(scope.clone());
-                    row.content_key = Some(content_key);
-                    row.occurred_at = occurred_at;
-                    row.sort_key = self.sort_key(cb.occurred_at, self.clock.now());
-                    row.hidden = hidden;
-                    self.insert_row(row, route, events);
-                }
+                Some(row) => self.settle_in_place(row, reply, &cb.session_id, route, events),
+                None => self.insert_reply(cb, route, kind, reply, &scope, events),
             }
             Outcome::Applied
         };
         self.stop_typing(events, &cb.session_id, &scope, "message");
         outcome
+    }
+
+    /// A reply ending in the draft cursor: an edit-style draft (dropped for Insights), unless its
+    /// task's stream has finished (`None`: then it is the final text).
+    fn cursor_reply(
+        &mut self,
+        cb: &Callback,
+        insights: bool,
+        task_key: &(String, DraftKey),
+        events: &mut Vec<Event>,
+    ) -> Option<Outcome> {
+        if insights {
+            return Some(Outcome::Applied);
+        }
+        let stream_finished = self
+            .state
+            .drafts
+            .get(task_key)
+            .is_some_and(|d| d.is_open() && d.is_finished());
+        if !stream_finished {
+            return Some(self.apply_edit_draft(cb, events));
+        }
+        // The task's stream has finished: the cursor is a leftover and this is its final
+        // text, which settles the stream's draft below.
+        None
+    }
+
+    /// A draft this message settles: the stream of the same task, else an edit-style draft
+    /// of the scope that the final text extends.
+    fn draft_to_settle(
+        &self,
+        cb: &Callback,
+        kind: MessageKind,
+        task_key: (String, DraftKey),
+        scope: &str,
+        text: &str,
+    ) -> Option<(String, DraftKey)> {
+        let edit_key = (cb.session_id.clone(), DraftKey::Edit(scope.to_string()));
+        if kind != MessageKind::Assistant {
+            None
+        } else if self.state.drafts.get(&task_key).is_some_and(Draft::is_open) {
+            Some(task_key)
+        } else if self
+            .state
+            .drafts
+            .get(&edit_key)
+            .is_some_and(|d| d.is_open() && text.starts_with(d.display().trim_end()))
+        {
+            Some(edit_key)
+        } else {
+            None
+        }
+    }
+
+    /// Settles the draft (an edit-style one goes) and takes its row, if it is shown.
+    fn settle_draft(&mut self, key: &(String, DraftKey)) -> Option<MessageRow> {
+        let d = self.state.drafts.get_mut(key).expect("checked above");
+        let row = d.row_id;
+        d.settle();
+        if matches!(key.1, DraftKey::Edit(_)) {
+            self.state.drafts.remove(key);
+        }
+        row.and_then(|id| self.state.draft_rows.remove(&id))
+    }
+
+    /// The reply settles its draft's row in place: same id, same position, the final text.
+    fn settle_in_place(
+        &mut self,
+        mut row: MessageRow,
+        reply: Reply,
+        session_id: &str,
+        route: &Route,
+        events: &mut Vec<Event>,
+    ) {
+        row.text = reply.text;
+        row.message_id = Some(reply.message_id);
+        row.content_key = Some(reply.content_key);
+        row.occurred_at = reply.occurred_at.or(row.occurred_at);
+        row.draft = false;
+        row.draft_key = None;
+        row.hidden = reply.hidden;
+        self.idx(session_id).add(&row);
+        if !reply.hidden {
+            self.emit_row(events, &row, route, RowChange::Updated);
+        }
+        self.ops.push(Op::UpdateMessage(row));
+    }
+
+    /// The reply as a new row of its scope.
+    fn insert_reply(
+        &mut self,
+        cb: &Callback,
+        route: &Route,
+        kind: MessageKind,
+        reply: Reply,
+        scope: &str,
+        events: &mut Vec<Event>,
+    ) {
+        let mut row = self.new_row(&cb.session_id, kind, reply.text);
+        row.message_id = Some(reply.message_id);
+        row.task_id = Some(cb.task_id.clone());
+        row.user_message_id = cb.user_message_id.clone();
+        row.scope = Some(scope.to_string());
+        row.content_key = Some(reply.content_key);
+        row.occurred_at = reply.occurred_at;
+        row.sort_key = self.sort_key(cb.occurred_at, self.clock.now());
+        row.hidden = reply.hidden;
+        self.insert_row(row, route, events);
     }
 
     fn store_error(&mut self, cb: &Callback, route: &Route, events: &mut Vec<Event>) -> Outcome {
