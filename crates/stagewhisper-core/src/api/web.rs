@@ -129,20 +129,8 @@ pub(super) fn static_file(
         .into_response();
     }
     let rel = path.trim_start_matches('/');
-    let found = assets.and_then(|a| {
-        a.get(rel)
-            // Client-side routes fall back to the index.
-            .or_else(|| (!rel.contains('.')).then(|| a.get("")).flatten())
-    });
-    let (bytes, mime) = match found {
-        Some(x) => x,
-        None if rel.is_empty() || !rel.contains('.') => {
-            (FALLBACK_PAGE.as_bytes().to_vec(), "text/html".to_string())
-        }
-        None => {
-            return ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such file")
-                .into_response()
-        }
+    let Some((bytes, mime)) = find_file(assets, rel) else {
+        return ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such file").into_response();
     };
     // A path with a dot is that file or nothing (no fallback to the index).
     let hashed = rel.starts_with("assets/") && rel.contains('.');
@@ -165,11 +153,33 @@ pub(super) fn static_file(
     } else {
         Response::new(Body::from(bytes))
     };
-    let h = r.headers_mut();
+    file_headers(r.headers_mut(), &mime, hashed, &etag, zip);
+    r
+}
+
+/// The file at `rel` and its MIME type: client-side routes fall back to the index, else to the
+/// placeholder page; `None` for a file that does not exist.
+fn find_file(assets: Option<&dyn Assets>, rel: &str) -> Option<(Vec<u8>, String)> {
+    let found = assets.and_then(|a| {
+        a.get(rel)
+            // Client-side routes fall back to the index.
+            .or_else(|| (!rel.contains('.')).then(|| a.get("")).flatten())
+    });
+    match found {
+        Some(x) => Some(x),
+        None if rel.is_empty() || !rel.contains('.') => {
+            Some((FALLBACK_PAGE.as_bytes().to_vec(), "text/html".to_string()))
+        }
+        None => None,
+    }
+}
+
+/// A static file's headers: type, caching (immutable for hashed assets), ETag, and the
+/// security headers of the page.
+fn file_headers(h: &mut HeaderMap, mime: &str, hashed: bool, etag: &str, zip: bool) {
     h.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_str(&mime)
-            .unwrap_or(HeaderValue::from_static("application/octet-stream")),
+        HeaderValue::from_str(mime).unwrap_or(HeaderValue::from_static("application/octet-stream")),
     );
     h.insert(
         header::CACHE_CONTROL,
@@ -177,7 +187,7 @@ pub(super) fn static_file(
     );
     h.insert(
         header::ETAG,
-        HeaderValue::from_str(&etag).expect("hex is a valid header value"),
+        HeaderValue::from_str(etag).expect("hex is a valid header value"),
     );
     if zip {
         h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
@@ -194,7 +204,6 @@ pub(super) fn static_file(
         HeaderValue::from_static("nosniff"),
     );
     h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
-    r
 }
 
 /// Finds the built UI: an explicit folder, else `ui/dist` beside or above the executable.
