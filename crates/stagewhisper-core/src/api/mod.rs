@@ -38,6 +38,7 @@ use crate::tokens::{bearer, Secret};
 use crate::tunnel::TunnelManager;
 use axum::body::Body;
 use axum::extract::{FromRef, Request, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -318,35 +319,8 @@ async fn guard(State(api): State<Arc<ApiState>>, req: Request, next: Next) -> Re
     let path = req.uri().path().to_string();
     let is_api = is_api_path(&path);
     if !in_process {
-        match check_head(&api.hosts, &api.ui_token, &req) {
-            Ok(()) => {}
-            Err(Refusal::BadHost) => {
-                return ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "bad_host",
-                    "the Host header does not name this listener",
-                )
-                .into_response()
-            }
-            Err(Refusal::BadOrigin) => {
-                return ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "bad_origin",
-                    "the request comes from a web page this listener did not serve",
-                )
-                .into_response()
-            }
-            Err(Refusal::Unauthorized) => {
-                let mut r = ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    "unauthorized",
-                    "missing or wrong UI token",
-                )
-                .into_response();
-                r.headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                return r;
-            }
+        if let Err(refusal) = check_head(&api.hosts, &api.ui_token, &req) {
+            return refused(refusal);
         }
         if is_api && path != OPENAPI_PATH {
             // The UI token was presented: a trusted connection (crate::conns).
@@ -359,49 +333,84 @@ async fn guard(State(api): State<Arc<ApiState>>, req: Request, next: Next) -> Re
     // Only POST/PUT/PATCH carry a body; it is read here, once, within the limits.
     let (parts, body) = req.into_parts();
     let bytes = if matches!(parts.method, Method::POST | Method::PUT | Method::PATCH) {
-        let too_large = || {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("the body is larger than {} KiB", MAX_API_BODY / 1024),
-            )
-        };
-        let declared = parts
-            .headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > MAX_API_BODY as u64) {
-            return too_large().into_response();
-        }
-        match tokio::time::timeout(
-            http::READ_TIMEOUT,
-            Limited::new(body, MAX_API_BODY).collect(),
-        )
-        .await
-        {
-            Err(_) => {
-                return ApiError::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "request_timeout",
-                    "the body did not arrive in time",
-                )
-                .into_response()
-            }
-            Ok(Ok(c)) => c.to_bytes(),
-            Ok(Err(e))
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some() =>
-            {
-                return too_large().into_response()
-            }
-            Ok(Err(e)) => return ApiError::bad("bad_request", e).into_response(),
+        match read_body(&parts, body).await {
+            Ok(b) => b,
+            Err(r) => return r,
         }
     } else {
         Bytes::new()
     };
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// The answer to a request refused on its head.
+fn refused(refusal: Refusal) -> Response {
+    match refusal {
+        Refusal::BadHost => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "bad_host",
+            "the Host header does not name this listener",
+        )
+        .into_response(),
+        Refusal::BadOrigin => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "bad_origin",
+            "the request comes from a web page this listener did not serve",
+        )
+        .into_response(),
+        Refusal::Unauthorized => {
+            let mut r = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "missing or wrong UI token",
+            )
+            .into_response();
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            r
+        }
+    }
+}
+
+/// Reads a request's body, within the size limit and the read timeout.
+async fn read_body(parts: &Parts, body: Body) -> Result<Bytes, Response> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the body is larger than {} KiB", MAX_API_BODY / 1024),
+        )
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_API_BODY as u64) {
+        return Err(too_large().into_response());
+    }
+    match tokio::time::timeout(
+        http::READ_TIMEOUT,
+        Limited::new(body, MAX_API_BODY).collect(),
+    )
+    .await
+    {
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            "the body did not arrive in time",
+        )
+        .into_response()),
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+        Ok(Err(e))
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(too_large().into_response())
+        }
+        Ok(Err(e)) => Err(ApiError::bad("bad_request", e).into_response()),
+    }
 }
 
 /// Why the guard refuses an HTTP request on its head alone.
