@@ -192,14 +192,19 @@ async fn wait_to_retry(
 async fn next_job(a: &Assistants) -> Result<Option<Job>, CoreError> {
     let ctx = a.context();
     let conversation = &ctx.conversation;
-    let rows = conversation.pending_deliveries().await?;
+    let mut rows = conversation.pending_deliveries().await?;
     let pending_preludes = ctx.with_state(|st| (pending_by_age(&st.preludes), false));
     let pending_ends = ctx.with_state(|st| (pending_by_age(&st.call_ends), false));
     let needs_sessions = !pending_preludes.is_empty()
         || !pending_ends.is_empty()
         || rows.iter().any(|r| r.kind == MessageKind::Transcript);
     let sessions = if needs_sessions {
-        conversation.sessions().await?
+        let sessions = conversation.sessions().await?;
+        // The pending rows again, read after the sessions: a call seen ended has every turn
+        // stored before its end among them, so its prelude is never skipped, nor its end sent,
+        // while a turn of it is still to go.
+        rows = conversation.pending_deliveries().await?;
+        sessions
     } else {
         Vec::new()
     };
@@ -290,16 +295,15 @@ fn transcript_job(
         .to_string();
     // Deleted: its rows go with it.
     let call = sessions.iter().find(|s| s.session_id == call_id)?;
-    if ctx.ensure_prelude(&call_id) {
-        let task_id = ctx.with_state(|st| {
-            (
-                st.preludes
-                    .get(&call_id)
-                    .map(|p| p.task_id.clone())
-                    .unwrap_or_default(),
-                false,
-            )
-        });
+    // The prelude first: made now if the call has none yet, or pending because it was made
+    // (by the watcher, when the call was created) after this round read the pending ones.
+    ctx.ensure_prelude(&call_id);
+    let pending_prelude = ctx.with_state(|st| {
+        let p = st.preludes.get(&call_id);
+        let pending = p.filter(|p| p.state == PreludeState::Pending);
+        (pending.map(|p| p.task_id.clone()), false)
+    });
+    if let Some(task_id) = pending_prelude {
         return Some(Job::Prelude {
             call_id,
             task_id,
