@@ -301,15 +301,7 @@ impl<P: Payload> Writer<P> {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(error = %e, "the writer cannot reach its connection");
-                while let Some(m) = rx.blocking_recv() {
-                    if let Msg::Unit(u) = m {
-                        self.pipeline.fail_epoch(u.epoch);
-                        u.payload.fail("the writer has no connection");
-                        self.pipeline.returned(1);
-                    }
-                    // Queued writes beside the conversation's are dropped: "the writer stopped".
-                    drain(&mut side);
-                }
+                refuse_all(&self.pipeline, &mut rx, &mut side);
                 return;
             }
         };
@@ -352,17 +344,7 @@ impl<P: Payload> Writer<P> {
                     continue;
                 }
             }
-            while units.len() < MAX_UNITS_PER_COMMIT {
-                match rx.try_recv() {
-                    Ok(Msg::Unit(u)) => units.push(u),
-                    Ok(Msg::Side) => {}
-                    Ok(m) => {
-                        pending = Some(m);
-                        break;
-                    }
-                    Err(_) => break,
-                }
-            }
+            pending = gather(&mut rx, &mut units);
             let writes = take_side(&mut side);
             if units.is_empty() && writes.is_empty() {
                 continue; // woken for writes an earlier commit took
@@ -573,6 +555,37 @@ impl<P: Payload> Writer<P> {
             }
         }
     }
+}
+
+/// Without a connection: every unit is failed and every write beside them dropped ("the writer
+/// stopped"), until the deciding side is gone.
+fn refuse_all<P: Payload>(
+    pipeline: &Pipeline,
+    rx: &mut mpsc::Receiver<Msg<P>>,
+    side: &mut Option<mpsc::UnboundedReceiver<SideWrite>>,
+) {
+    while let Some(m) = rx.blocking_recv() {
+        if let Msg::Unit(u) = m {
+            pipeline.fail_epoch(u.epoch);
+            u.payload.fail("the writer has no connection");
+            pipeline.returned(1);
+        }
+        drain(side);
+    }
+}
+
+/// Adds the units queued behind the first to its group, up to [`MAX_UNITS_PER_COMMIT`]; a
+/// message that is not a unit ends the group and is returned, for after the commit.
+fn gather<P>(rx: &mut mpsc::Receiver<Msg<P>>, units: &mut Vec<Unit<P>>) -> Option<Msg<P>> {
+    while units.len() < MAX_UNITS_PER_COMMIT {
+        match rx.try_recv() {
+            Ok(Msg::Unit(u)) => units.push(u),
+            Ok(Msg::Side) => {}
+            Ok(m) => return Some(m),
+            Err(_) => break,
+        }
+    }
+    None
 }
 
 /// Everything queued beside the conversation's writes, for the next commit.
