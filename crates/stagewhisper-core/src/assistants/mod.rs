@@ -389,8 +389,13 @@ impl AssistantContext {
 
     // ---- the outbox's persisted state (also holds the incoming kind's stream cursors) ----
 
-    /// Reads or changes the state; `f` says whether it changed it (then what changed is
-    /// queued for the writer, in order: [`AssistantContext::state_saved`] waits for it).
+    /// Reads the state.
+    pub(crate) fn read_state<T>(&self, f: impl FnOnce(&AssistantState) -> T) -> T {
+        f(&self.state.lock().expect("state lock"))
+    }
+
+    /// Changes the state; `f` says whether it changed it (then what changed is queued for the
+    /// writer, in order: [`AssistantContext::state_saved`] waits for it).
     pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut AssistantState) -> (T, bool)) -> T {
         use std::sync::atomic::Ordering;
         let mut st = self.state.lock().expect("state lock");

@@ -193,8 +193,8 @@ async fn next_job(a: &Assistants) -> Result<Option<Job>, CoreError> {
     let ctx = a.context();
     let conversation = &ctx.conversation;
     let mut rows = conversation.pending_deliveries().await?;
-    let pending_preludes = ctx.with_state(|st| (pending_by_age(&st.preludes), false));
-    let pending_ends = ctx.with_state(|st| (pending_by_age(&st.call_ends), false));
+    let pending_preludes = ctx.read_state(|st| pending_by_age(&st.preludes));
+    let pending_ends = ctx.read_state(|st| pending_by_age(&st.call_ends));
     let needs_sessions = !pending_preludes.is_empty()
         || !pending_ends.is_empty()
         || rows.iter().any(|r| r.kind == MessageKind::Transcript);
@@ -298,10 +298,10 @@ fn transcript_job(
     // The prelude first: made now if the call has none yet, or pending because it was made
     // (by the watcher, when the call was created) after this round read the pending ones.
     ctx.ensure_prelude(&call_id);
-    let pending_prelude = ctx.with_state(|st| {
+    let pending_prelude = ctx.read_state(|st| {
         let p = st.preludes.get(&call_id);
         let pending = p.filter(|p| p.state == PreludeState::Pending);
-        (pending.map(|p| p.task_id.clone()), false)
+        pending.map(|p| p.task_id.clone())
     });
     if let Some(task_id) = pending_prelude {
         return Some(Job::Prelude {
@@ -334,12 +334,10 @@ fn next_call_end(
             ctx.set_call_end_state(&call_id, PreludeState::Skipped); // deleted
             continue;
         }
-        let prelude_pending = ctx.with_state(|st| {
-            let p = st
-                .preludes
+        let prelude_pending = ctx.read_state(|st| {
+            st.preludes
                 .get(&call_id)
-                .is_some_and(|p| p.state == PreludeState::Pending);
-            (p, false)
+                .is_some_and(|p| p.state == PreludeState::Pending)
         });
         if prelude_pending {
             continue;

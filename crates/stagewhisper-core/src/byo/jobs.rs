@@ -6,7 +6,7 @@
 
 use crate::store::{Stmt, Store, StoreError};
 use serde_json::Value;
-use sqlx::{Row, SqlitePool};
+use sqlx::Row;
 
 const INSERT: &str = "INSERT INTO byo_jobs (job_id, purpose, app_session, source_task_id, \
      anchor, correlation_id, state, deadline_ms, created_ms, event) \
@@ -125,9 +125,7 @@ fn job(r: &sqlx::sqlite::SqliteRow) -> Job {
 
 #[derive(Clone)]
 pub struct Jobs {
-    /// The store's read pool.
-    pool: SqlitePool,
-    /// Writes go through its writer thread.
+    /// Read on its read pool; written through its writer thread.
     store: Store,
 }
 
@@ -135,7 +133,6 @@ impl Jobs {
     /// The tables on the app's database (already migrated by the store).
     pub fn new(store: &Store) -> Jobs {
         Jobs {
-            pool: store.reads().clone(),
             store: store.clone(),
         }
     }
@@ -154,7 +151,7 @@ impl Jobs {
     pub async fn get(&self, job_id: &str) -> Result<Option<Job>, JobsError> {
         let r = sqlx::query(&format!("SELECT {COLS} FROM byo_jobs WHERE job_id = ?"))
             .bind(job_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.store.reads())
             .await?;
         Ok(r.as_ref().map(job))
     }
@@ -164,7 +161,7 @@ impl Jobs {
             "SELECT {COLS} FROM byo_jobs WHERE source_task_id = ?"
         ))
         .bind(task_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.store.reads())
         .await?;
         Ok(r.as_ref().map(job))
     }
@@ -172,7 +169,7 @@ impl Jobs {
     pub async fn by_reply_id(&self, reply_id: &str) -> Result<Option<Job>, JobsError> {
         let r = sqlx::query(&format!("SELECT {COLS} FROM byo_jobs WHERE reply_id = ?"))
             .bind(reply_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.store.reads())
             .await?;
         Ok(r.as_ref().map(job))
     }
@@ -183,7 +180,7 @@ impl Jobs {
             "SELECT {COLS} FROM byo_jobs WHERE state IN ('queued','dispatched') \
              AND event IS NOT NULL ORDER BY created_ms, rowid"
         ))
-        .fetch_all(&self.pool)
+        .fetch_all(self.store.reads())
         .await?;
         Ok(rows.iter().map(job).collect())
     }
@@ -195,7 +192,7 @@ impl Jobs {
              AND deadline_ms <= ? ORDER BY created_ms"
         ))
         .bind(now_ms)
-        .fetch_all(&self.pool)
+        .fetch_all(self.store.reads())
         .await?;
         Ok(rows.iter().map(job).collect())
     }
@@ -206,7 +203,7 @@ impl Jobs {
             "SELECT {COLS} FROM byo_jobs WHERE state IN ('completed','failed','timed_out') \
              AND applied = 0 ORDER BY created_ms"
         ))
-        .fetch_all(&self.pool)
+        .fetch_all(self.store.reads())
         .await?;
         Ok(rows.iter().map(job).collect())
     }
@@ -327,7 +324,7 @@ impl Jobs {
         )
         .bind(call_id)
         .bind(window)
-        .fetch_all(&self.pool)
+        .fetch_all(self.store.reads())
         .await?;
         Ok(rows.iter().map(turn).collect())
     }
@@ -335,7 +332,7 @@ impl Jobs {
     /// Calls with turns that no job carries yet.
     pub async fn calls_waiting(&self) -> Result<Vec<String>, JobsError> {
         let rows = sqlx::query("SELECT DISTINCT call_id FROM byo_turns WHERE job_id IS NULL")
-            .fetch_all(&self.pool)
+            .fetch_all(self.store.reads())
             .await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
@@ -347,7 +344,7 @@ impl Jobs {
              AND job_id IS NULL ORDER BY seq",
         )
         .bind(call_id)
-        .fetch_all(&self.pool)
+        .fetch_all(self.store.reads())
         .await?;
         Ok(rows.iter().map(turn).collect())
     }
@@ -359,7 +356,7 @@ impl Jobs {
              AND state IN ('queued','dispatched') LIMIT 1"
         ))
         .bind(insights_session)
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.store.reads())
         .await?;
         Ok(r.as_ref().map(job))
     }
@@ -387,7 +384,7 @@ impl Jobs {
             sqlx::query_scalar("SELECT COUNT(*) FROM byo_jobs WHERE purpose = ? AND state = ?")
                 .bind(purpose)
                 .bind(state)
-                .fetch_one(&self.pool)
+                .fetch_one(self.store.reads())
                 .await?,
         )
     }

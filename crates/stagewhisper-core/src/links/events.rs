@@ -91,14 +91,12 @@ impl Inner {
         };
         let now = self.conversation.clock().now_ms();
         let idle = self.settings.events_idle.as_millis() as i64;
-        let recent: Vec<String> = self.with_state(|st| {
-            let v = st
-                .streams
+        let recent: Vec<String> = self.ctx.read_state(|st| {
+            st.streams
                 .iter()
                 .filter(|(_, s)| s.last_activity_ms + idle > now)
                 .map(|(k, _)| k.clone())
-                .collect();
-            (v, false)
+                .collect()
         });
         if !recent.is_empty() {
             tracing::info!(sessions = recent.len(), base_url = %cfg.stored.base_url, "resuming GET /v1/events readers");
@@ -109,12 +107,8 @@ impl Inner {
     }
 
     fn stream_record(&self, session_id: &str) -> StreamRecord {
-        self.with_state(|st| {
-            (
-                st.streams.get(session_id).cloned().unwrap_or_default(),
-                false,
-            )
-        })
+        self.ctx
+            .read_state(|st| st.streams.get(session_id).cloned().unwrap_or_default())
     }
 
     async fn read_events(self: Arc<Self>, session_id: String, generation: u64) {
