@@ -109,8 +109,12 @@ pub(crate) async fn run(a: Assistants) {
         };
         let key = job_key(&job);
         tracing::debug!(job = %key, "assistant outbox: next delivery");
-        if let Job::Row(row) = &job {
-            if !pace_session(&ctx, &mut last_sent, &row.session_id, s.min_session_gap).await {
+        let paced = match &job {
+            Job::Row(row) => Some(row.session_id.clone()),
+            _ => None,
+        };
+        if let Some(sid) = &paced {
+            if !pace_session(&ctx, &last_sent, sid, s.min_session_gap).await {
                 break;
             }
         }
@@ -118,6 +122,9 @@ pub(crate) async fn run(a: Assistants) {
             o = run_job(&a, job, &mut notes) => o,
             _ = ctx.shutdown.wait() => break,
         };
+        if let Some(sid) = paced {
+            note_sent(&mut last_sent, sid, s.min_session_gap);
+        }
         match outcome {
             Outcome::Done => {
                 retries.reset();
@@ -141,11 +148,12 @@ async fn until_shutdown(ctx: &AssistantContext, fut: impl std::future::Future) -
     }
 }
 
-/// Keeps the smallest gap between two sends to one assistant session, then records this send;
-/// false if the app shuts down while waiting.
+/// Keeps the smallest gap between two sends to one assistant session, counted from the end
+/// of the previous send (so the assistant receives them at least that far apart); false if
+/// the app shuts down while waiting.
 async fn pace_session(
     ctx: &AssistantContext,
-    last_sent: &mut HashMap<String, Instant>,
+    last_sent: &HashMap<String, Instant>,
     session_id: &str,
     gap: Duration,
 ) -> bool {
@@ -155,11 +163,15 @@ async fn pace_session(
             return false;
         }
     }
-    last_sent.insert(session_id.to_string(), Instant::now());
+    true
+}
+
+/// A send to `session_id` just ended (the gap to the next one counts from now).
+fn note_sent(last_sent: &mut HashMap<String, Instant>, session_id: String, gap: Duration) {
+    last_sent.insert(session_id, Instant::now());
     if last_sent.len() > 1024 {
         last_sent.retain(|_, t| t.elapsed() < gap);
     }
-    true
 }
 
 /// Waits before a retry (a "retry now" cuts it short and resets the backoff); false if the app
