@@ -23,8 +23,8 @@
 //! a decision half made. Commands that arrive together still go through the actor and the
 //! writer thread, grouped.
 
-use super::index::{key_digest, SessionIndex, RECENT_FINALS};
-use super::keyset::id_digest;
+use super::index::{SessionIndex, RECENT_FINALS};
+use super::keys::{id_digest, key_digest};
 use super::rules::permissions::Settled;
 use super::rules::Rules;
 use super::{CoreError, DeliveryUpdate, Outcome, Settings};

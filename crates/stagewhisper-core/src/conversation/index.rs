@@ -11,33 +11,12 @@
 //! look-up index on the messages table would cost every insert a B-tree write at a random place
 //! (measured: half the ingest throughput with two of them).
 //!
-//! Content keys ([`hash_hex`]) are stored with each row; a restart derives the same ones.
+//! Content keys ([`super::keys`]) are stored with each row; a restart derives the same ones.
 
-use super::keyset::{id_digest, KeySet};
+use super::keys::{id_digest, key_digest, FastHash};
+use super::keyset::KeySet;
 use crate::model::{MessageKind, MessageRow};
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-
-pub(crate) fn hash_hex(parts: &[&str]) -> String {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p.as_bytes());
-        h.update([0u8]);
-    }
-    hex::encode(&h.finalize()[..16])
-}
-
-/// A content key as the index holds it: the 128 bits it spells (every key [`hash_hex`] makes),
-/// so the index stores 16 bytes instead of a string. Any other stored form is hashed to 128 bits.
-pub(crate) fn key_digest(key: &str) -> u128 {
-    match (key.len(), u128::from_str_radix(key, 16)) {
-        (32, Ok(v)) => v,
-        _ => {
-            let d = Sha256::digest(key.as_bytes());
-            u128::from_be_bytes(d[..16].try_into().expect("16 bytes"))
-        }
-    }
-}
 
 /// What the rules know of one session's stored messages, so batches decide without reading
 /// the database: the dedupe keys, and the final texts of its most recent scopes. Loaded on
@@ -164,10 +143,6 @@ impl SessionIndex {
     }
 }
 
-/// The hasher of the rules' maps keyed by ids (session ids, message ids, scopes): seeded per
-/// process, several times faster than SipHash on them. Keys come only from token holders.
-pub(crate) type FastHash = foldhash::fast::RandomState;
-
 /// Sessions whose index stays in memory between batches.
 const INDEX_CACHE: usize = 64;
 /// Bytes the cached indexes may hold together (about); past it the least recently used go.
@@ -268,16 +243,8 @@ impl Indexes {
 
 #[cfg(test)]
 mod tests {
+    use super::super::keys::hash_hex;
     use super::*;
-
-    fn h_bytes(parts: &[&str]) -> Vec<u8> {
-        let mut h = Sha256::new();
-        for p in parts {
-            h.update(p.as_bytes());
-            h.update([0u8]);
-        }
-        h.finalize().to_vec()
-    }
 
     #[test]
     fn a_session_index_keeps_the_final_texts_of_its_recent_scopes() {
@@ -349,33 +316,11 @@ mod tests {
         }
         assert!(!idx.has_id("m0") && !idx.has_content(&hash_hex(&["0"])));
     }
-
-    #[test]
-    fn content_hashes_keep_their_stored_form() {
-        // Stored rows carry these keys; a restart must derive the same ones.
-        let parts = ["task", "Caf\u{e9} \u{25c9}", ""];
-        let mut h = Sha256::new();
-        for p in parts {
-            h.update(p.as_bytes());
-            h.update([0u8]);
-        }
-        let expected: String = h.finalize()[..16]
-            .iter()
-            .map(|b| format!("{b:02x}")) // spelled out by hand: the test checks the crate
-            .collect();
-        assert_eq!(hash_hex(&parts), expected);
-        assert_eq!(hash_hex(&parts).len(), 32);
-        // The index holds the same 128 bits; other forms get a digest of their own.
-        assert_eq!(
-            key_digest(&expected),
-            u128::from_be_bytes(h_bytes(&parts)[..16].try_into().unwrap())
-        );
-        assert_ne!(key_digest("not-hex"), key_digest("not-hex."));
-    }
 }
 
 #[cfg(test)]
 mod eviction_tests {
+    use super::super::keys::hash_hex;
     use super::*;
 
     fn keyed_row(session: &str, n: u64) -> MessageRow {

@@ -2,13 +2,12 @@
 //! and a small hash set of the newest, merged into the run when the set grows past an eighth
 //! of it (so a merge's cost, one pass over the run, is spread over that many inserts).
 //!
-//! A session's `message_id`s enter as the first 128 bits of their SHA-256 ([`id_digest`]),
-//! content keys as the 128 bits they already spell: the index holds no strings, and two
-//! different keys share a digest with a probability of about one in 2^128 per pair, as content
-//! keys always did.
+//! A session's `message_id`s enter as the first 128 bits of their SHA-256, content keys as the
+//! 128 bits they already spell ([`super::keys`]): the index holds no strings, and two different
+//! keys share a digest with a probability of about one in 2^128 per pair, as content keys
+//! always did.
 
-use super::index::FastHash;
-use sha2::{Digest, Sha256};
+use super::keys::FastHash;
 use std::collections::HashSet;
 
 /// Newest keys held in the hash set before they are merged into the sorted run (at least).
@@ -84,14 +83,9 @@ impl KeySet {
     }
 }
 
-/// A `message_id` as the index holds it: the first 128 bits of its SHA-256.
-pub(crate) fn id_digest(message_id: &str) -> u128 {
-    let d = Sha256::digest(message_id.as_bytes());
-    u128::from_be_bytes(d[..16].try_into().expect("16 bytes"))
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::keys::id_digest;
     use super::*;
 
     #[test]

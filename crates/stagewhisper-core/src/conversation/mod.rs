@@ -12,7 +12,8 @@
 //! Where to look:
 //! - [`rules`]: what the product does — dedupe, drafts, typing, insights routing, sessions.
 //!   Plain synchronous code over in-memory state; start here;
-//! - [`index`]: each session's dedupe keys and recent final texts, which the rules consult;
+//! - [`index`]: each session's dedupe keys and recent final texts, which the rules consult
+//!   ([`keys`]: how ids and contents become those keys);
 //! - [`actor`]: how a batch flows — load what the rules need, decide, hand to the writer,
 //!   answer after the commit, recover after a failed one;
 //! - [`crate::store::writer`]: the commit path (writer thread, group commit, multi-row
@@ -24,9 +25,10 @@
 
 mod actor;
 mod index;
+mod keys;
 mod keyset;
 /// The short stable digest of the dedupe index, for ids other modules derive the same way.
-pub(crate) use index::hash_hex;
+pub(crate) use keys::hash_hex;
 mod rules;
 
 pub use rules::permissions::{Settled, SETTLED_STATES};

@@ -28,7 +28,8 @@ mod replies;
 mod sessions;
 pub mod typing;
 
-use super::index::{FastHash, Indexes, SessionIndex};
+use super::index::{Indexes, SessionIndex};
+use super::keys::FastHash;
 use super::{micros_of, Settings};
 use crate::clock::{fmt_time, SharedClock};
 use crate::events::{Change, Event};

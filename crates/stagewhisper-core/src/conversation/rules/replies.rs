@@ -15,7 +15,7 @@
 use super::drafts::{Draft, DraftKey};
 use super::{emit_live, typing, typing_view, Route, RowChange, Rules};
 use crate::clock::fmt_time;
-use crate::conversation::index::hash_hex;
+use crate::conversation::keys::hash_hex;
 use crate::conversation::Outcome;
 use crate::events::{Change, Event};
 use crate::model::{MessageKind, MessageRow};
