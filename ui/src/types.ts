@@ -1,8 +1,6 @@
 // Wire shapes of the control API and the event stream (docs/contract.md). Everything coming
 // from the app is treated as loosely typed JSON and normalised at the edge (store.ts).
 
-import type { GatewayFields } from './kinds/gateway';
-
 export type MessageKind = 'user' | 'assistant' | 'notice' | 'error' | 'permission';
 
 export interface Session {
@@ -71,6 +69,15 @@ export interface TranscriptTurn {
 
 export type AssistantStatus = 'not_configured' | 'checking' | 'online' | 'auth_failed' | 'unreachable' | 'misconfigured';
 export type AssistantMode = 'auto' | 'callback' | 'events';
+
+/** The gateway-only fields of the `GET /api/assistant` view (read by `kinds/gateway.ts`). */
+export interface GatewayFields {
+  url?: string | null;
+  session_key?: string | null;
+  device_id?: string | null;
+  server_version?: string | null;
+  pairing?: { request_id: string; command: string } | null;
+}
 
 /** `GET /api/assistant`: the active assistant kind's configuration and status (`incoming`: the link). */
 export interface Assistant extends GatewayFields {

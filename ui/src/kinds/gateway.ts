@@ -11,7 +11,7 @@
 import { describeError, plainError } from '../errors';
 import { copyText, h } from '../dom';
 import type { ApiResponse } from '../transport';
-import type { Assistant, Message } from '../types';
+import type { Assistant, GatewayFields, Message } from '../types';
 
 export const GATEWAY_KIND = 'openclaw-gateway';
 
@@ -20,15 +20,6 @@ const KINDS_WITH_STOP = new Set([GATEWAY_KIND]);
 
 export function canStop(kind: string | null | undefined): boolean {
   return !!kind && KINDS_WITH_STOP.has(kind);
-}
-
-/** The gateway-only fields of the `GET /api/assistant` view. */
-export interface GatewayFields {
-  url?: string | null;
-  session_key?: string | null;
-  device_id?: string | null;
-  server_version?: string | null;
-  pairing?: { request_id: string; command: string } | null;
 }
 
 const s = (v: unknown): string | null => (typeof v === 'string' ? v : null);
