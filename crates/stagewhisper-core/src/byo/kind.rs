@@ -22,10 +22,7 @@ use super::jobs::{self, Jobs, NewJob};
 use super::pairing::{self, Code, Integration};
 use super::replay::ReplayGuard;
 use super::schema;
-use crate::assistants::{
-    AssistantContext, AssistantKind, Attempt, BoxFuture, CallbackRoutes, KindError, KindRoutes,
-    Outgoing,
-};
+use crate::assistants::{AssistantContext, KindError};
 use crate::clock::fmt_time;
 use crate::listener::AuthGuard;
 use bytes::Bytes;
@@ -85,7 +82,7 @@ pub(crate) struct Inner {
     pub live: Mutex<Live>,
     pub stream: Mutex<Option<Subscriber>>,
     generation: AtomicU64,
-    active: AtomicBool,
+    pub active: AtomicBool,
     /// Serialises the live-analysis scheduling (one job in flight per call).
     pub(crate) schedule: tokio::sync::Mutex<()>,
     replay: OnceCell<ReplayGuard>,
@@ -388,7 +385,7 @@ impl ByoKind {
     }
 
     /// Logs an `assistant_status` event when the status word changed.
-    fn report_status(&self) {
+    pub(super) fn report_status(&self) {
         let (word, detail) = self.status_word();
         let changed = {
             let mut last = self.inner.last_status.lock().expect("status lock");
@@ -417,7 +414,7 @@ impl ByoKind {
         serde_json::from_str(&raw).ok()
     }
 
-    fn view(&self) -> Value {
+    pub(super) fn view(&self) -> Value {
         let (status, detail) = self.status_word();
         let p = self.paired();
         let live = self.inner.live.lock().expect("live lock");
@@ -681,104 +678,4 @@ fn wire_event(event: &str) -> String {
 /// One SSE event: a single compact `data: ` line and a blank line.
 pub(crate) fn sse_line(json: &str) -> Bytes {
     Bytes::from(format!("data: {json}\n\n"))
-}
-
-impl AssistantKind for ByoKind {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    fn configure<'a>(&'a self, settings: &'a Value) -> BoxFuture<'a, Result<(), KindError>> {
-        Box::pin(async move {
-            match settings {
-                Value::Object(m) if m.is_empty() => {}
-                Value::Object(m) => {
-                    let k = m.keys().next().cloned().unwrap_or_default();
-                    return Err(KindError::bad(
-                        "unknown_field",
-                        format!("unknown field `{k}` (the byo kind takes no settings: pair it with POST /api/assistant/pairing)"),
-                    ));
-                }
-                _ => {
-                    return Err(KindError::bad(
-                        "invalid_json",
-                        "the body must be a JSON object",
-                    ))
-                }
-            }
-            self.inner.ctx.save_settings(KIND, &json!({}))?;
-            Ok(())
-        })
-    }
-
-    fn status(&self) -> Value {
-        self.view()
-    }
-
-    fn is_configured(&self) -> bool {
-        self.paired().is_some()
-    }
-
-    fn remove(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let was = self.inner.paired.write().expect("paired lock").take();
-            self.close_stream();
-            pairing::remove(&self.inner.ctx.data_dir);
-            let _ = std::fs::remove_file(self.profile_path());
-            *self.inner.code.lock().expect("code lock") = None;
-            *self.inner.live.lock().expect("live lock") = Live::default();
-            let _ = self
-                .jobs()
-                .fail_open("unpaired", "the assistant was unpaired", self.now_ms())
-                .await;
-            if let Some(p) = was {
-                tracing::info!(integration = %p.integration.integration_id, "BYO plugin unpaired");
-            }
-            self.report_status();
-        })
-    }
-
-    fn check(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move { self.report_status() })
-    }
-
-    fn deliver<'a>(&'a self, entry: &'a Outgoing) -> BoxFuture<'a, Attempt> {
-        Box::pin(async move {
-            match self.deliver_entry(entry).await {
-                Ok(a) => a,
-                Err(e) if e.status >= 500 => Attempt::RetryAfter {
-                    code: e.code,
-                    message: e.message,
-                    after: None,
-                },
-                Err(e) => Attempt::Failed {
-                    code: e.code,
-                    message: e.message,
-                },
-            }
-        })
-    }
-
-    fn set_active(&self, active: bool) {
-        self.inner.active.store(active, Ordering::SeqCst);
-        if !active {
-            self.close_stream();
-        }
-    }
-
-    fn session_deleted(&self, session_id: &str) {
-        let me = self.clone();
-        let call = session_id.to_string();
-        tokio::spawn(async move {
-            let _ = me.jobs().forget_call(&call).await;
-        });
-    }
-
-    fn callback_routes(&self) -> Option<Arc<dyn CallbackRoutes>> {
-        Some(Arc::new(super::relay::Relay::new(self.clone())))
-    }
-
-    fn control_routes(&self) -> Option<KindRoutes> {
-        Some(super::routes::routes(self.clone()))
-    }
 }

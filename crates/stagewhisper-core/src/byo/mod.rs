@@ -3,7 +3,8 @@
 //!
 //! - [`crypto`]: X25519, HKDF-SHA256, XChaCha20-Poly1305 envelopes, both AAD dialects.
 //! - [`replay`]: the persistent replay guard on envelope `message_id`s.
-//! - [`kind`]: the assistant kind `byo` (pairing, status, the stream, jobs, deadlines);
+//! - [`kind`]: the assistant kind `byo` (pairing, status, the stream, jobs, deadlines), and
+//!   `assistant`: its face to the app and the outbox (the `AssistantKind` trait, its routes);
 //!   [`mapping`]: deliveries → jobs, answered jobs → the conversation.
 //! - [`relay`]: its routes on the callback listener (`/api/v1/assistant-relay/`,
 //!   `/api/v1/openclaw/`); [`routes`]: its control API routes (pairing, refresh, test).
@@ -13,6 +14,7 @@
 pub mod crypto;
 pub mod replay;
 
+mod assistant;
 pub mod jobs;
 pub mod kind;
 pub mod mapping;
