@@ -149,12 +149,16 @@ fn ensure_dir(path: &Path) -> Result<(), StartError> {
     Ok(())
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+/// A loopback listener on `addr` and the address it got (the port, when `addr` asked for 0).
+async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
     if !addr.ip().is_loopback() {
         return Err(StartError::NotLoopback(addr));
     }
     // A backlog of 4,096 (not the default 1,024): a burst of handshakes waits, not dropped.
-    crate::conns::listen(addr).map_err(|source| StartError::Bind { addr, source })
+    let bound = crate::conns::listen(addr)
+        .and_then(|l| l.local_addr().map(|at| (l, at)))
+        .map_err(|source| StartError::Bind { addr, source })?;
+    Ok(bound)
 }
 
 fn origin(addr: SocketAddr) -> String {
@@ -164,67 +168,149 @@ fn origin(addr: SocketAddr) -> String {
     }
 }
 
+/// Every assistant kind, the built-in ones first, behind the generic outbox.
+async fn start_assistants(
+    ctx: Arc<AssistantContext>,
+    link: LinkSettings,
+    hub_timing: crate::hub::HubTiming,
+    extra_kinds: Vec<KindFactory>,
+) -> Assistants {
+    let mut kinds: Vec<Arc<dyn AssistantKind>> = vec![
+        Arc::new(IncomingKind::start(ctx.clone(), link)),
+        Arc::new(crate::hub::ClawborratorKind::start(ctx.clone(), hub_timing)),
+        Arc::new(crate::gateway::GatewayKind::start(ctx.clone())),
+        Arc::new(crate::byo::kind::ByoKind::start(ctx.clone())),
+    ];
+    kinds.extend(extra_kinds.into_iter().map(|make| make(ctx.clone())));
+    let timing = OutboxTiming {
+        backoff_initial: link.backoff_initial,
+        backoff_max: link.backoff_max,
+        min_session_gap: link.min_session_gap,
+    };
+    Assistants::start(ctx, kinds, timing).await
+}
+
+/// Both listeners served until `shutdown`, each draining its in-flight requests for up to 15 s.
+fn serve_both(
+    callback: (TcpListener, Arc<CallbackListener>),
+    ui: (TcpListener, Arc<ControlApi>),
+    shutdown: &Shutdown,
+) -> Vec<JoinHandle<()>> {
+    let drain = Duration::from_secs(15);
+    let (cb_listener, listener) = callback;
+    let (ui_listener, api) = ui;
+    vec![
+        tokio::spawn(serve(
+            cb_listener,
+            move |req| listener.clone().handle(req),
+            shutdown.clone(),
+            drain,
+        )),
+        tokio::spawn(serve(
+            ui_listener,
+            move |req| api.clone().handle(req),
+            shutdown.clone(),
+            drain,
+        )),
+    ]
+}
+
+/// The data dir as start-up opens it: locked before anything in it is read or written (a
+/// second instance touches nothing), then its two tokens.
+struct Opened {
+    lock: DataDirLock,
+    data_dir: PathBuf,
+    callback_token: Arc<Secret>,
+    ui_token: Arc<Secret>,
+}
+
+fn open_data_dir(dir: &Path) -> Result<Opened, StartError> {
+    ensure_dir(dir)?;
+    let lock = DataDirLock::acquire(dir)?;
+    let data_dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    Ok(Opened {
+        lock,
+        callback_token: Arc::new(Secret::load(data_dir.join(CALLBACK_TOKEN_FILE))?),
+        ui_token: Arc::new(Secret::load(data_dir.join(UI_TOKEN_FILE))?),
+        data_dir,
+    })
+}
+
+/// Both listeners bound, with the origins they advertise.
+struct Bound {
+    callback: TcpListener,
+    callback_addr: SocketAddr,
+    callback_url: String,
+    ui: TcpListener,
+    ui_addr: SocketAddr,
+    ui_url: String,
+}
+
+/// Binds both listeners and writes the UI's URL beside the data (for transcript replay).
+async fn bind_both(config: &Config, data_dir: &Path) -> Result<Bound, StartError> {
+    // Two listeners of up to 1,024 connections need more than the usual soft 1,024
+    // descriptors (crate::conns).
+    let nofile = crate::conns::raise_fd_limit();
+    tracing::debug!(nofile, "descriptor limit");
+    let (callback, callback_addr) = bind(config.callback_listen).await?;
+    let (ui, ui_addr) = bind(config.ui_listen).await?;
+    let ui_url = format!("{}/", origin(ui_addr));
+    if let Err(e) = crate::tokens::write_secret(&data_dir.join(UI_URL_FILE), &ui_url) {
+        tracing::warn!(error = %e, "cannot write the ui_url file (transcript replay needs --ui-url)");
+    }
+    Ok(Bound {
+        callback,
+        callback_addr,
+        callback_url: origin(callback_addr),
+        ui,
+        ui_addr,
+        ui_url,
+    })
+}
+
+/// The callback target every kind advertises, and the tunnel that changes it: the tunnel
+/// connects in the background (never blocks start-up); while it is up the assistant is told its
+/// origin, and the callback listener accepts its Host.
+fn start_tunnel(
+    opened: &Opened,
+    bound: &Bound,
+    callback_hosts: &Arc<AllowedHosts>,
+    shutdown: &Shutdown,
+    settings: TunnelSettings,
+) -> (Arc<CallbackTarget>, TunnelManager) {
+    let target = Arc::new(CallbackTarget::new(
+        bound.callback_url.clone(),
+        opened.callback_token.clone(),
+    ));
+    let tunnel = TunnelManager::start(
+        TunnelDeps {
+            data_dir: opened.data_dir.clone(),
+            callback_addr: bound.callback_addr,
+            local_callback_url: bound.callback_url.clone(),
+            callback_token: opened.callback_token.clone(),
+            hosts: callback_hosts.clone(),
+            shutdown: shutdown.clone(),
+        },
+        settings,
+    );
+    let t = target.clone();
+    tunnel.on_callback_url(move |url| t.set_url(url));
+    (target, tunnel)
+}
+
 impl App {
     pub async fn start(config: Config) -> Result<App, StartError> {
-        // Two listeners of up to 1,024 connections need more than the usual soft 1,024
-        // descriptors (crate::conns).
-        let nofile = crate::conns::raise_fd_limit();
-        tracing::debug!(nofile, "descriptor limit");
-        ensure_dir(&config.data_dir)?;
-        // Before anything in the data dir is read or written: a second instance touches nothing.
-        let data_dir_lock = DataDirLock::acquire(&config.data_dir)?;
-        let data_dir = config
-            .data_dir
-            .canonicalize()
-            .unwrap_or_else(|_| config.data_dir.clone());
-        let callback_token = Arc::new(Secret::load(data_dir.join(CALLBACK_TOKEN_FILE))?);
-        let ui_token = Arc::new(Secret::load(data_dir.join(UI_TOKEN_FILE))?);
+        let opened = open_data_dir(&config.data_dir)?;
+        let (data_dir, callback_token) = (opened.data_dir.clone(), opened.callback_token.clone());
         let (store, writer) = Store::open(&data_dir.join(DB_FILE), config.durability).await?;
         let conversation =
             Conversation::start(store, writer, config.clock.clone(), config.settings).await?;
-
-        let cb_listener = bind(config.callback_listen).await?;
-        let ui_listener = bind(config.ui_listen).await?;
-        let cb_addr = cb_listener
-            .local_addr()
-            .map_err(|source| StartError::Bind {
-                addr: config.callback_listen,
-                source,
-            })?;
-        let ui_addr = ui_listener
-            .local_addr()
-            .map_err(|source| StartError::Bind {
-                addr: config.ui_listen,
-                source,
-            })?;
-        let callback_url = origin(cb_addr);
-        let ui_url = format!("{}/", origin(ui_addr));
-        let callback_hosts = Arc::new(AllowedHosts::for_addr(cb_addr));
+        let bound = bind_both(&config, &data_dir).await?;
+        let (callback_url, ui_url) = (bound.callback_url.clone(), bound.ui_url.clone());
+        let callback_hosts = Arc::new(AllowedHosts::for_addr(bound.callback_addr));
         let shutdown = Shutdown::new();
-        if let Err(e) = crate::tokens::write_secret(&data_dir.join(UI_URL_FILE), &ui_url) {
-            tracing::warn!(error = %e, "cannot write the ui_url file (transcript replay needs --ui-url)");
-        }
-        let callback_target = Arc::new(CallbackTarget::new(
-            callback_url.clone(),
-            callback_token.clone(),
-        ));
-        // The tunnel connects in the background (never blocks start-up); while it is up the
-        // assistant is told its origin, and the listener accepts its Host.
-        let tunnel = TunnelManager::start(
-            TunnelDeps {
-                data_dir: data_dir.clone(),
-                callback_addr: cb_addr,
-                local_callback_url: callback_url.clone(),
-                callback_token: callback_token.clone(),
-                hosts: callback_hosts.clone(),
-                shutdown: shutdown.clone(),
-            },
-            config.tunnel,
-        );
-        {
-            let target = callback_target.clone();
-            tunnel.on_callback_url(move |url| target.set_url(url));
-        }
+        let (callback_target, tunnel) =
+            start_tunnel(&opened, &bound, &callback_hosts, &shutdown, config.tunnel);
         let ctx = AssistantContext::new(
             conversation.clone(),
             callback_target.clone(),
@@ -232,23 +318,7 @@ impl App {
             shutdown.clone(),
         )
         .await;
-        let mut kinds: Vec<Arc<dyn AssistantKind>> =
-            vec![Arc::new(IncomingKind::start(ctx.clone(), config.link))];
-        kinds.push(Arc::new(crate::hub::ClawborratorKind::start(
-            ctx.clone(),
-            config.hub_timing.clone(),
-        )));
-        kinds.push(Arc::new(crate::gateway::GatewayKind::start(ctx.clone())));
-        kinds.push(Arc::new(crate::byo::kind::ByoKind::start(ctx.clone())));
-        for make in config.extra_kinds {
-            kinds.push(make(ctx.clone()));
-        }
-        let timing = OutboxTiming {
-            backoff_initial: config.link.backoff_initial,
-            backoff_max: config.link.backoff_max,
-            min_session_gap: config.link.min_session_gap,
-        };
-        let link = Assistants::start(ctx, kinds, timing).await;
+        let link = start_assistants(ctx, config.link, config.hub_timing, config.extra_kinds).await;
         let ears = config.ears.map(|make| {
             make(crate::audio::EarsContext {
                 conversation: conversation.clone(),
@@ -272,8 +342,8 @@ impl App {
         let api = Arc::new(ControlApi::new(ApiState {
             conversation: conversation.clone(),
             callback_token: callback_token.clone(),
-            ui_token: ui_token.clone(),
-            hosts: Arc::new(AllowedHosts::for_addr(ui_addr)),
+            ui_token: opened.ui_token.clone(),
+            hosts: Arc::new(AllowedHosts::for_addr(bound.ui_addr)),
             callback_url: callback_url.clone(),
             data_dir: data_dir.clone(),
             assets: config.assets.clone(),
@@ -283,31 +353,18 @@ impl App {
             tunnel: tunnel.clone(),
             ears: ears.clone(),
         }));
-        let drain = Duration::from_secs(15);
-        let servers = vec![
-            tokio::spawn(serve(
-                cb_listener,
-                move |req| listener.clone().handle(req),
-                shutdown.clone(),
-                drain,
-            )),
-            tokio::spawn({
-                let api = api.clone();
-                serve(
-                    ui_listener,
-                    move |req| api.clone().handle(req),
-                    shutdown.clone(),
-                    drain,
-                )
-            }),
-        ];
+        let servers = serve_both(
+            (bound.callback, listener),
+            (bound.ui, api.clone()),
+            &shutdown,
+        );
         tracing::info!(%callback_url, %ui_url, data_dir = %data_dir.display(), "StageWhisper is ready");
         Ok(App {
             callback_url,
             ui_url,
             data_dir,
             callback_token,
-            ui_token,
+            ui_token: opened.ui_token,
             conversation,
             api,
             callback_hosts,
@@ -317,7 +374,7 @@ impl App {
             ears,
             shutdown,
             servers,
-            _data_dir_lock: data_dir_lock,
+            _data_dir_lock: opened.lock,
         })
     }
 
