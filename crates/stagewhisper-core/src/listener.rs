@@ -7,7 +7,7 @@ use crate::conns::Connection;
 use crate::conversation::{Conversation, CoreError, Outcome};
 use crate::faults::{Faults, When};
 use crate::http::{self, AllowedHosts, Resp};
-use crate::protocol::{self, MAX_BODY_BYTES};
+use crate::protocol::{self, Callback, MAX_BODY_BYTES};
 use crate::tokens::{bearer, Secret};
 use crate::tunnel::ProbeResponder;
 use hyper::body::Incoming;
@@ -109,62 +109,57 @@ impl CallbackListener {
                 .insert(ALLOW, HeaderValue::from_static("POST"));
             return r;
         }
-        let now_ms = self.clock.now_ms();
+        if let Err(refused) = self.authorize(&req) {
+            return refused;
+        }
+        // The bearer is right: this connection is the assistant's (it keeps its keep-alive
+        // allowance and is not closed for room while busy, see crate::conns).
+        Connection::mark(&req);
+        match read_callback(&raw_task, req).await {
+            Ok(cb) => self.store(cb).await,
+            Err(refused) => refused,
+        }
+    }
+
+    /// The bearer token, checked in constant time; a wrong or missing one is counted, and
+    /// answered 429 while failures are throttled, else 401.
+    // A refusal is the answer itself (`Err(Resp)`), built once and returned as is.
+    #[allow(clippy::result_large_err)]
+    fn authorize(&self, req: &Request<Incoming>) -> Result<(), Resp> {
         let presented = bearer(
             req.headers()
                 .get(AUTHORIZATION)
                 .and_then(|v| v.to_str().ok()),
         );
-        if !presented.is_some_and(|t| self.token.matches(t)) {
-            if let Some(secs) = self.guard.locked(now_ms) {
-                let mut r = http::error(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "too_many_auth_failures",
-                    "too many failed authentication attempts; try again later",
-                );
-                r.headers_mut()
-                    .insert(RETRY_AFTER, HeaderValue::from(secs as u64));
-                return r;
-            }
-            self.guard.record_failure(now_ms);
-            tracing::warn!("callback with a missing or wrong bearer token");
+        if presented.is_some_and(|t| self.token.matches(t)) {
+            return Ok(());
+        }
+        let now_ms = self.clock.now_ms();
+        if let Some(secs) = self.guard.locked(now_ms) {
             let mut r = http::error(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "missing or wrong bearer token",
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_auth_failures",
+                "too many failed authentication attempts; try again later",
             );
             r.headers_mut()
-                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
+                .insert(RETRY_AFTER, HeaderValue::from(secs as u64));
+            return Err(r);
         }
-        // The bearer is right: this connection is the assistant's (it keeps its keep-alive
-        // allowance and is not closed for room while busy, see crate::conns).
-        Connection::mark(&req);
-        let task_id = match protocol::parse_task_id(&raw_task) {
-            Ok(t) => t,
-            Err(e) => return http::error(StatusCode::BAD_REQUEST, e.code(), e),
-        };
-        if !http::is_json(&req) {
-            return http::error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "send Content-Type: application/json",
-            );
-        }
-        if http::declared_too_large(&req, MAX_BODY_BYTES) {
-            return http::body_error(http::BodyError::TooLarge);
-        }
-        let body = match http::read_body(req.into_body(), MAX_BODY_BYTES).await {
-            Ok(b) => b,
-            Err(e) => return http::body_error(e),
-        };
-        let cb = match protocol::parse_callback(&task_id, &body) {
-            Ok(cb) => cb,
-            Err(e) => {
-                tracing::info!(code = e.code(), "callback rejected: {e}");
-                return http::error(StatusCode::BAD_REQUEST, e.code(), e);
-            }
-        };
+        self.guard.record_failure(now_ms);
+        tracing::warn!("callback with a missing or wrong bearer token");
+        let mut r = http::error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong bearer token",
+        );
+        r.headers_mut()
+            .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        Err(r)
+    }
+
+    /// Hands a parsed callback to the conversation and answers once it is decided (and, when
+    /// applied, committed).
+    async fn store(&self, cb: Callback) -> Resp {
         tracing::debug!(session_id = %cb.session_id, status = cb.status.as_str(), message_id = ?cb.message_id, "callback");
         if self.faults.take(When::BeforeCommit, &cb) {
             return injected_503();
@@ -204,12 +199,7 @@ impl CallbackListener {
             Err(e) => http::error(StatusCode::BAD_REQUEST, e.code(), e),
         }
     }
-}
 
-impl CallbackListener {
-    /// A path other than `/tasks/{id}`: the active kind's routes, when one of its prefixes
-    /// matches (Host already checked; the same body size and time limits; the kind does its own
-    /// authentication), else 404.
     async fn kind_route(&self, req: Request<Incoming>) -> Resp {
         let routes = self.assistants.as_ref().and_then(|a| a.active_routes());
         let Some(routes) = routes.filter(|r| {
@@ -235,6 +225,30 @@ impl CallbackListener {
 }
 
 /// The answer of an injected fault: what a failed commit answers.
+/// The callback an authorized request carries: its task id, JSON media type, body within
+/// [`MAX_BODY_BYTES`] and parse, in that order; the first that fails is the answer.
+async fn read_callback(raw_task: &str, req: Request<Incoming>) -> Result<Callback, Resp> {
+    let task_id = protocol::parse_task_id(raw_task)
+        .map_err(|e| http::error(StatusCode::BAD_REQUEST, e.code(), e))?;
+    if !http::is_json(&req) {
+        return Err(http::error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send Content-Type: application/json",
+        ));
+    }
+    if http::declared_too_large(&req, MAX_BODY_BYTES) {
+        return Err(http::body_error(http::BodyError::TooLarge));
+    }
+    let body = http::read_body(req.into_body(), MAX_BODY_BYTES)
+        .await
+        .map_err(http::body_error)?;
+    protocol::parse_callback(&task_id, &body).map_err(|e| {
+        tracing::info!(code = e.code(), "callback rejected: {e}");
+        http::error(StatusCode::BAD_REQUEST, e.code(), e)
+    })
+}
+
 fn injected_503() -> Resp {
     http::error(
         StatusCode::SERVICE_UNAVAILABLE,
