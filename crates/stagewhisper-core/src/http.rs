@@ -7,13 +7,14 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE, HOST};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
 use serde_json::json;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::conns::{BusyGuard, ConnTable, Connection, MAX_HEAD_BYTES};
 
@@ -80,14 +81,33 @@ pub async fn serve<F, Fut, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let graceful = GracefulShutdown::new();
     let cap = crate::conns::max_connections();
     // `cap` connections, plus up to EVICTION_SLACK closing ones not yet gone: the accept loop
     // never waits for a connection it closed for room to finish closing.
     let permits = Arc::new(Semaphore::new(cap + EVICTION_SLACK));
     let table = Arc::new(ConnTable::default());
+    while let Some((stream, peer, permit)) = admit(&listener, &permits, &table, &shutdown).await {
+        serve_connection(stream, peer, permit, &table, handler.clone(), &graceful);
+    }
+    drop(listener);
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections did not finish in time");
+    }
+}
+
+/// The next connection, with its place among the `cap` (`None` once shutting down). It always
+/// accepts: at the cap, an idle or untrusted connection makes room (conns.rs).
+async fn admit(
+    listener: &TcpListener,
+    permits: &Arc<Semaphore>,
+    table: &ConnTable,
+    shutdown: &Shutdown,
+) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
     loop {
-        // Always accept: at the cap, an idle or untrusted connection makes room (conns.rs).
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
@@ -99,7 +119,7 @@ pub async fn serve<F, Fut, B>(
                     continue;
                 }
             },
-            _ = shutdown.wait() => break,
+            _ = shutdown.wait() => return None,
         };
         if permits.available_permits() <= EVICTION_SLACK {
             table.evict_one();
@@ -109,56 +129,67 @@ pub async fn serve<F, Fut, B>(
             // Every connection is busy and trusted, or the closing ones are slow: wait.
             Err(_) => tokio::select! {
                 p = permits.clone().acquire_owned() => p.expect("semaphore open"),
-                _ = shutdown.wait() => break,
+                _ = shutdown.wait() => return None,
             },
         };
-        let _ = stream.set_nodelay(true);
-        let state = table.register();
-        let h = handler.clone();
-        let svc = {
-            let (table, state) = (table.clone(), state.clone());
-            hyper::service::service_fn(move |mut req: Request<Incoming>| {
-                let busy = table.begin(&state);
-                req.extensions_mut()
-                    .insert(Connection::from_state(state.clone()));
-                let answer = h(req);
-                async move {
-                    let resp = answer.await;
-                    Ok::<_, std::convert::Infallible>(resp.map(|body| Guarded { body, busy }))
-                }
-            })
-        };
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(READ_TIMEOUT)
-            .max_buf_size(MAX_HEAD_BYTES)
-            .keep_alive(true)
-            .serve_connection(TokioIo::new(stream), svc);
-        let conn = graceful.watch(conn);
-        let table = table.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                r = conn => if let Err(e) = r {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
-                },
-                _ = table.idle_deadline(&state) => {
-                    tracing::debug!(%peer, trusted = state.is_trusted(), "idle connection closed");
-                }
-                _ = state.evicted() => {
-                    tracing::debug!(%peer, trusted = state.is_trusted(), "connection closed to make room");
-                }
+        return Some((stream, peer, permit));
+    }
+}
+
+/// Serves one connection on a task of its own until it ends, idles out, is closed for room or
+/// drains at shutdown; its place among the `cap` is given back when it is gone.
+fn serve_connection<F, Fut, B>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+    table: &Arc<ConnTable>,
+    handler: F,
+    graceful: &GracefulShutdown,
+) where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let _ = stream.set_nodelay(true);
+    let state = table.register();
+    let svc = {
+        let (table, state) = (table.clone(), state.clone());
+        hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            let busy = table.begin(&state);
+            req.extensions_mut()
+                .insert(Connection::from_state(state.clone()));
+            let answer = handler(req);
+            async move {
+                let resp = answer.await;
+                Ok::<_, std::convert::Infallible>(resp.map(|body| Guarded { body, busy }))
             }
-            table.remove(&state);
-            drop(permit);
-        });
-    }
-    drop(listener);
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("some connections did not finish in time");
-    }
+        })
+    };
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(READ_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), svc);
+    let conn = graceful.watch(conn);
+    let table = table.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            r = conn => if let Err(e) = r {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            },
+            _ = table.idle_deadline(&state) => {
+                tracing::debug!(%peer, trusted = state.is_trusted(), "idle connection closed");
+            }
+            _ = state.evicted() => {
+                tracing::debug!(%peer, trusted = state.is_trusted(), "connection closed to make room");
+            }
+        }
+        table.remove(&state);
+        drop(permit);
+    });
 }
 
 pin_project_lite::pin_project! {
