@@ -32,6 +32,8 @@ const WINDOW_STATE: StateFlags = StateFlags::SIZE
 /// The Tauri event that carries one event of the log to the window.
 pub const SW_EVENT: &str = "sw-event";
 
+/// Builds the window, starts the core, runs the event loop until the main window closes or a
+/// signal arrives, then shuts the core down gracefully.
 pub fn run(
     rt: tokio::runtime::Runtime,
     config: Config,
@@ -41,18 +43,47 @@ pub fn run(
     // Tauri's commands and tasks run on the same runtime as the core.
     tauri::async_runtime::set(rt.handle().clone());
     let data_dir = config.data_dir.clone();
+    let started: StartedSlot = Arc::new(Mutex::new(None));
+    let window = build_window(context, started.clone())?;
 
-    // What the setup (on the event loop's start) needs from the core, which starts after the
-    // single-instance check of `build` and before the loop.
-    type Started = (Subscription, Shutdown, Signals);
-    let started: Arc<Mutex<Option<Started>>> = Arc::new(Mutex::new(None));
-    let slot = started.clone();
+    let app = rt.block_on(start_core(config))?;
+    let store = app.conversation.store().clone();
+    // Follow the log from its current end: the UI loads state through the API and catches up
+    // with `events_since`, so it needs only what is committed from now on.
+    let cursor = rt
+        .block_on(store.last_event_id())
+        .context("cannot read the event log")?;
+    let events = app.conversation.hub().subscribe(store.clone(), cursor);
+    *started.lock().expect("setup slot") = Some((events, app.shutdown_signal(), signals));
+    window.manage(Shell {
+        api: app.api.clone(),
+        store,
+    });
+    window.manage(Desktop::load(data_dir));
 
-    // The single-instance plugin comes first: a second launch hands its arguments to the
-    // running app (which focuses its window) and exits inside `build`, before touching the data
-    // folder. Without a session bus it cannot find the first one and the data folder's lock
-    // refuses the second launch instead.
-    let window = tauri::Builder::default()
+    let code = window.run_return(on_run_event);
+    tracing::info!(code, "window closed; shutting down");
+    rt.block_on(app.shutdown());
+    if code != 0 {
+        std::process::exit(code);
+    }
+    Ok(())
+}
+
+/// What the setup (on the event loop's start) needs from the core, which starts after the
+/// single-instance check of [`build_window`] and before the loop.
+type Started = (Subscription, Shutdown, Signals);
+type StartedSlot = Arc<Mutex<Option<Started>>>;
+
+/// The app with its plugins and commands. The single-instance plugin comes first: a second
+/// launch hands its arguments to the running app (which focuses its window) and exits inside
+/// `build`, before touching the data folder. Without a session bus it cannot find the first
+/// one and the data folder's lock refuses the second launch instead.
+fn build_window(
+    context: tauri::Context<tauri::Wry>,
+    started: StartedSlot,
+) -> anyhow::Result<tauri::App> {
+    tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| {
             tracing::info!("another launch of the app: focusing this one");
             desktop::focus_main(app);
@@ -79,51 +110,45 @@ pub fn run(
             desktop::desktop_prefs,
             desktop::set_desktop_prefs,
         ])
-        .setup(move |tauri_app| {
-            let (events, stop, signals) = slot
-                .lock()
-                .expect("setup slot")
-                .take()
-                .expect("the core started before the event loop");
-            let handle = tauri_app.handle().clone();
-            desktop::open_main(&handle)?;
-            desktop::start(&handle);
-            tauri::async_runtime::spawn(forward_events(events, stop, {
-                let handle = handle.clone();
-                move |payload, change| {
-                    if let Err(e) = handle.emit(SW_EVENT, &payload) {
-                        tracing::warn!(error = %e, "cannot emit an event to the window");
-                    }
-                    desktop::on_event(&handle, change);
-                }
-            }));
-            tauri::async_runtime::spawn(async move {
-                signals.recv().await;
-                tracing::info!("signal received; closing the window");
-                handle.exit(0);
-            });
-            tracing::info!("window open");
-            Ok(())
-        })
+        .setup(move |tauri_app| on_setup(tauri_app, &started))
         .build(context)
-        .context("cannot open the window")?;
+        .context("cannot open the window")
+}
 
-    let app = rt.block_on(start_core(config))?;
-    let store = app.conversation.store().clone();
-    // Follow the log from its current end: the UI loads state through the API and catches up
-    // with `events_since`, so it needs only what is committed from now on.
-    let cursor = rt
-        .block_on(store.last_event_id())
-        .context("cannot read the event log")?;
-    let events = app.conversation.hub().subscribe(store.clone(), cursor);
-    *started.lock().expect("setup slot") = Some((events, app.shutdown_signal(), signals));
-    window.manage(Shell {
-        api: app.api.clone(),
-        store,
+/// On the event loop's start: the main window, the desktop extras, the core's events forwarded
+/// to the window, and a signal closing the app.
+fn on_setup(
+    tauri_app: &mut tauri::App,
+    started: &StartedSlot,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (events, stop, signals) = started
+        .lock()
+        .expect("setup slot")
+        .take()
+        .expect("the core started before the event loop");
+    let handle = tauri_app.handle().clone();
+    desktop::open_main(&handle)?;
+    desktop::start(&handle);
+    tauri::async_runtime::spawn(forward_events(events, stop, {
+        let handle = handle.clone();
+        move |payload, change| {
+            if let Err(e) = handle.emit(SW_EVENT, &payload) {
+                tracing::warn!(error = %e, "cannot emit an event to the window");
+            }
+            desktop::on_event(&handle, change);
+        }
+    }));
+    tauri::async_runtime::spawn(async move {
+        signals.recv().await;
+        tracing::info!("signal received; closing the window");
+        handle.exit(0);
     });
-    window.manage(Desktop::load(data_dir));
+    tracing::info!("window open");
+    Ok(())
+}
 
-    let code = window.run_return(|handle, event| match event {
+fn on_run_event(handle: &tauri::AppHandle, event: RunEvent) {
+    match event {
         // The main window closing ends the app (the overlay alone does not keep it running).
         RunEvent::WindowEvent {
             label,
@@ -146,13 +171,7 @@ pub fn run(
             let _ = desktop::hide_overlay(handle);
         }
         _ => {}
-    });
-    tracing::info!(code, "window closed; shutting down");
-    rt.block_on(app.shutdown());
-    if code != 0 {
-        std::process::exit(code);
     }
-    Ok(())
 }
 
 /// Hands each committed event to `emit` (its JSON object, `id` included, for the window, and
