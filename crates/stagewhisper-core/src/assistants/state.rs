@@ -190,9 +190,10 @@ async fn read(store: &Store) -> Result<AssistantState, StoreError> {
 }
 
 /// The state at start: the rows, with the records of an `assistant_state.json` left by an older
-/// app moved in (the file is removed once they are committed), pruned. A state that cannot be
-/// read or written is logged and starts empty (the outbox then gives a call's notices new task
-/// ids, as a lost file did before).
+/// app moved in (the file is removed once they are committed), pruned. Rows that cannot be read
+/// are logged and the state starts empty (the outbox then gives a call's notices new task ids,
+/// as a lost file did before); a state that cannot be written is logged and kept for this run,
+/// and an old file stays for the next start.
 pub async fn load(store: &Store, data_dir: &Path, now_ms: i64) -> AssistantState {
     let rows = match read(store).await {
         Ok(st) => st,
@@ -347,7 +348,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_store_without_a_writer_starts_empty_and_keeps_the_file() {
+    async fn a_store_without_a_writer_keeps_the_state_for_this_run_and_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
         drop(open_with_writer(&path).await);
