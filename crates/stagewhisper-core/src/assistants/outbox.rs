@@ -473,23 +473,26 @@ async fn record_task_id(conversation: &Conversation, row: &MessageRow) -> Result
         return Ok(t);
     }
     let t = uuid::Uuid::new_v4().to_string();
-    if let Err(e) = conversation
-        .set_delivery(
-            row.id,
-            DeliveryUpdate {
-                state: DeliveryState::Pending,
-                task_id: Some(t.clone()),
-                error: None,
-            },
-        )
-        .await
-    {
-        return Err(match e {
-            CoreError::MessageNotFound => Outcome::Done,
-            e => storage_retry(e),
-        });
+    let update = DeliveryUpdate {
+        state: DeliveryState::Pending,
+        task_id: Some(t.clone()),
+        error: None,
+    };
+    record(conversation, row.id, update).await.map(|()| t)
+}
+
+/// Records a row's delivery state: `Err(Done)` if the row was deleted meanwhile, `Err(Retry)`
+/// if it cannot be written.
+async fn record(
+    conversation: &Conversation,
+    row_id: i64,
+    update: DeliveryUpdate,
+) -> Result<(), Outcome> {
+    match conversation.set_delivery(row_id, update).await {
+        Ok(()) => Ok(()),
+        Err(CoreError::MessageNotFound) => Err(Outcome::Done),
+        Err(e) => Err(storage_retry(e)),
     }
-    Ok(t)
 }
 
 /// The entry a row is sent as: a user's message or a transcript turn.
@@ -518,26 +521,18 @@ fn row_entry(row: &MessageRow, task_id: &str) -> Outgoing {
     }
 }
 
-/// Records a delivered row as sent.
+/// Records a delivered row as sent. Sent but not recorded: the next attempt reuses the task id
+/// and the assistant sees a duplicate.
 async fn record_sent(conversation: &Conversation, row_id: i64, task_id: String) -> Outcome {
-    if let Err(e) = conversation
-        .set_delivery(
-            row_id,
-            DeliveryUpdate {
-                state: DeliveryState::Sent,
-                task_id: Some(task_id),
-                error: None,
-            },
-        )
+    let update = DeliveryUpdate {
+        state: DeliveryState::Sent,
+        task_id: Some(task_id),
+        error: None,
+    };
+    record(conversation, row_id, update)
         .await
-    {
-        if e != CoreError::MessageNotFound {
-            // Sent but not recorded: the next attempt reuses the task id and the
-            // assistant sees a duplicate.
-            return storage_retry(e);
-        }
-    }
-    Outcome::Done
+        .err()
+        .unwrap_or(Outcome::Done)
 }
 
 /// Notes on a pending row why it is not delivered yet (once per reason).
@@ -574,20 +569,15 @@ async fn record_failed(
     code: &str,
     message: String,
 ) -> Outcome {
-    match conversation
-        .set_delivery(
-            row_id,
-            DeliveryUpdate {
-                state: DeliveryState::Failed,
-                task_id: Some(task_id),
-                error: Some((code.to_string(), message)),
-            },
-        )
+    let update = DeliveryUpdate {
+        state: DeliveryState::Failed,
+        task_id: Some(task_id),
+        error: Some((code.to_string(), message)),
+    };
+    record(conversation, row_id, update)
         .await
-    {
-        Ok(()) | Err(CoreError::MessageNotFound) => Outcome::Done,
-        Err(e) => storage_retry(e),
-    }
+        .err()
+        .unwrap_or(Outcome::Done)
 }
 
 fn storage_retry(e: CoreError) -> Outcome {
