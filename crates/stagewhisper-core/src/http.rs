@@ -263,8 +263,12 @@ pub enum BodyError {
     Io(String),
 }
 
-/// Reads a whole body with a size cap and a deadline.
-pub async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, BodyError> {
+/// Reads a whole body with a size cap and a deadline (a request's on either listener).
+pub async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, BodyError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     match tokio::time::timeout(READ_TIMEOUT, Limited::new(body, limit).collect()).await {
         Err(_) => Err(BodyError::Timeout),
         Ok(Ok(c)) => Ok(c.to_bytes()),
@@ -297,8 +301,8 @@ pub fn body_error(e: BodyError) -> Resp {
 }
 
 /// `Content-Length` already over the cap?
-pub fn declared_too_large<B>(req: &Request<B>, limit: usize) -> bool {
-    req.headers()
+pub fn declared_too_large(headers: &hyper::HeaderMap, limit: usize) -> bool {
+    headers
         .get(hyper::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())

@@ -212,7 +212,7 @@ impl CallbackListener {
                 "no such route; callbacks go to POST /tasks/{task_id}",
             );
         };
-        if http::declared_too_large(&req, MAX_BODY_BYTES) {
+        if http::declared_too_large(req.headers(), MAX_BODY_BYTES) {
             return http::body_error(http::BodyError::TooLarge);
         }
         let (parts, body) = req.into_parts();
@@ -237,7 +237,7 @@ async fn read_callback(raw_task: &str, req: Request<Incoming>) -> Result<Callbac
             "send Content-Type: application/json",
         ));
     }
-    if http::declared_too_large(&req, MAX_BODY_BYTES) {
+    if http::declared_too_large(req.headers(), MAX_BODY_BYTES) {
         return Err(http::body_error(http::BodyError::TooLarge));
     }
     let body = http::read_body(req.into_body(), MAX_BODY_BYTES)

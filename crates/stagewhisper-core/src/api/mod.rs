@@ -33,7 +33,7 @@ pub use web::{find_ui_dir, Assets, DirAssets};
 use crate::assistants::Assistants;
 use crate::conversation::Conversation;
 use crate::faults::Faults;
-use crate::http::{self, AllowedHosts, Shutdown};
+use crate::http::{self, AllowedHosts, BodyError, Shutdown};
 use crate::tokens::{bearer, Secret};
 use crate::tunnel::TunnelManager;
 use axum::body::Body;
@@ -44,7 +44,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -375,42 +375,27 @@ fn refused(refusal: Refusal) -> Response {
 
 /// Reads a request's body, within the size limit and the read timeout.
 async fn read_body(parts: &Parts, body: Body) -> Result<Bytes, Response> {
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("the body is larger than {} KiB", MAX_API_BODY / 1024),
-        )
+    let read = if http::declared_too_large(&parts.headers, MAX_API_BODY) {
+        Err(BodyError::TooLarge)
+    } else {
+        http::read_body(body, MAX_API_BODY).await
     };
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_API_BODY as u64) {
-        return Err(too_large().into_response());
-    }
-    match tokio::time::timeout(
-        http::READ_TIMEOUT,
-        Limited::new(body, MAX_API_BODY).collect(),
-    )
-    .await
-    {
-        Err(_) => Err(ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "request_timeout",
-            "the body did not arrive in time",
-        )
-        .into_response()),
-        Ok(Ok(c)) => Ok(c.to_bytes()),
-        Ok(Err(e))
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(too_large().into_response())
+    read.map_err(|e| {
+        match e {
+            BodyError::TooLarge => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the body is larger than {} KiB", MAX_API_BODY / 1024),
+            ),
+            BodyError::Timeout => ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "the body did not arrive in time",
+            ),
+            BodyError::Io(e) => ApiError::bad("bad_request", e),
         }
-        Ok(Err(e)) => Err(ApiError::bad("bad_request", e).into_response()),
-    }
+        .into_response()
+    })
 }
 
 /// Why the guard refuses an HTTP request on its head alone.
