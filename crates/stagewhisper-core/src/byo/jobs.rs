@@ -4,6 +4,7 @@
 //! one write, so a restart finds each job either before or after it. Read on the store's read
 //! pool.
 
+use crate::assistants::KindError;
 use crate::store::{Stmt, Store, StoreError};
 use serde_json::Value;
 use sqlx::Row;
@@ -52,6 +53,13 @@ pub enum JobsError {
     Read(#[from] sqlx::Error),
     #[error("BYO jobs table: {0}")]
     Write(#[from] StoreError),
+}
+
+/// A jobs table that cannot be read or written, as the kind reports it.
+impl From<JobsError> for KindError {
+    fn from(e: JobsError) -> KindError {
+        KindError::internal("storage_unavailable", e.to_string())
+    }
 }
 
 /// One row of `byo_jobs`.

@@ -580,10 +580,7 @@ impl ByoKind {
 
     pub(crate) async fn insert_and_push(&self, j: &NewJob<'_>) -> Result<(), KindError> {
         let jobs = self.jobs();
-        let fresh = jobs
-            .insert(j, self.now_ms())
-            .await
-            .map_err(|e| KindError::internal("storage_unavailable", e.to_string()))?;
+        let fresh = jobs.insert(j, self.now_ms()).await?;
         if fresh {
             if let Some(ev) = j.event {
                 self.push(j.job_id, ev).await;

@@ -15,11 +15,6 @@ use crate::assistants::{Attempt, KindError, Outgoing};
 use crate::protocol::{Callback, Status};
 use serde_json::{json, Value};
 
-/// A jobs table that cannot be read or written.
-fn db(e: jobs::JobsError) -> KindError {
-    KindError::internal("storage_unavailable", e.to_string())
-}
-
 /// Plain words for a failure code the plugin (or the desktop) reports.
 pub fn plain_words(code: &str, message: &str) -> String {
     let said = if message.trim().is_empty() {
@@ -57,18 +52,16 @@ impl ByoKind {
         let _one = self.inner.schedule.lock().await;
         let jobs = self.jobs();
         let insights = format!("insights:{call_id}");
-        let db = |e: jobs::JobsError| KindError::internal("storage_unavailable", e.to_string());
-        if jobs.live_in_flight(&insights).await.map_err(db)?.is_some() {
+        if jobs.live_in_flight(&insights).await?.is_some() {
             return Ok(());
         }
-        let waiting = jobs.waiting_turns(call_id).await.map_err(db)?;
+        let waiting = jobs.waiting_turns(call_id).await?;
         if waiting.is_empty() {
             return Ok(());
         }
         let window = jobs
             .recent_turns(call_id, schema::LIVE_WINDOW.max(waiting.len() as i64))
-            .await
-            .map_err(db)?;
+            .await?;
         let lines: Vec<String> = window
             .iter()
             .map(|t| transcript_text(t.speaker.as_deref(), &t.text))
@@ -102,8 +95,7 @@ impl ByoKind {
             &ids,
             self.now_ms(),
         )
-        .await
-        .map_err(db)?;
+        .await?;
         tracing::debug!(job = %job_id, turns = ids.len(), "BYO live-analysis job queued");
         self.push(&job_id, &ev).await;
         Ok(())
@@ -211,8 +203,7 @@ impl ByoKind {
             } => {
                 self.jobs()
                     .add_turn(task_id, call_id, speaker.as_deref(), text, occurred_at)
-                    .await
-                    .map_err(db)?;
+                    .await?;
                 self.schedule_live(call_id).await?;
                 Ok(Attempt::Delivered("queued"))
             }
@@ -241,7 +232,7 @@ impl ByoKind {
         task_id: &str,
         call_id: &str,
     ) -> Result<Attempt, KindError> {
-        if self.jobs().by_source(task_id).await.map_err(db)?.is_some() {
+        if self.jobs().by_source(task_id).await?.is_some() {
             return Ok(Attempt::Delivered("already_queued"));
         }
         let conv = &self.inner.ctx.conversation;
@@ -293,7 +284,7 @@ impl ByoKind {
         text: &str,
         umid: String,
     ) -> Result<Attempt, KindError> {
-        if self.jobs().get(&umid).await.map_err(db)?.is_some() {
+        if self.jobs().get(&umid).await?.is_some() {
             return Ok(Attempt::Delivered("already_queued"));
         }
         let corr = format!("chat:{umid}");
