@@ -70,23 +70,26 @@ fn is_callback_problem(words: &str) -> bool {
 
 /// Classifies an answer to `POST /v1/incoming`.
 pub fn classify(resp: &Response, base_url: &str) -> Verdict {
-    let s = resp.status;
-    let words = assistant_error(resp);
-    if s.is_success() {
+    if resp.status.is_success() {
         return Verdict::Delivered(accepted_how(resp));
     }
-    let code = s.as_u16();
-    let said = if words.is_empty() {
-        format!("{code}")
+    let words = assistant_error(resp);
+    let said = status_said(resp, &words);
+    retry_verdict(resp, &said).unwrap_or_else(|| refusal_verdict(resp, &words, &said, base_url))
+}
+
+/// The status code and what the assistant said with it: `404` or `404 no such route`.
+pub fn status_said(resp: &Response, words: &str) -> String {
+    let code = resp.status.as_u16();
+    if words.is_empty() {
+        code.to_string()
     } else {
         format!("{code} {words}")
-    };
-    retry_verdict(resp, &said).unwrap_or_else(|| refusal_verdict(resp, &words, &said, base_url))
+    }
 }
 
 /// How a 2xx answer took the entry: `replay`, `in_flight`, `duplicate` or `accepted`.
 fn accepted_how(resp: &Response) -> &'static str {
-    let v = resp.json();
     if resp
         .headers
         .get("x-idempotent-replay")
@@ -94,7 +97,7 @@ fn accepted_how(resp: &Response) -> &'static str {
     {
         "replay"
     } else {
-        match v["status"].as_str() {
+        match resp.json()["status"].as_str() {
             Some("in_flight") => "in_flight",
             Some("duplicate") => "duplicate",
             _ => "accepted",

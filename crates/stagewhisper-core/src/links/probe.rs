@@ -5,7 +5,7 @@
 
 use super::client::{self, Call, ClientError};
 use super::config::LinkConfig;
-use super::outbox::assistant_error;
+use super::outbox::{assistant_error, status_said};
 use super::{Inner, StatusKind};
 use hyper::header::CONTENT_TYPE;
 use hyper::{Method, StatusCode};
@@ -75,11 +75,7 @@ fn ping_answered(
     version: Option<&str>,
 ) -> (StatusKind, String) {
     let words = assistant_error(r);
-    let said = if words.is_empty() {
-        r.status.as_u16().to_string()
-    } else {
-        format!("{} {words}", r.status.as_u16())
-    };
+    let said = status_said(r, &words);
     match r.status {
         s if s.is_success() => (
             StatusKind::Online,
