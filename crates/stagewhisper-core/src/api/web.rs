@@ -160,18 +160,11 @@ pub(super) fn static_file(
 /// The file at `rel` and its MIME type: client-side routes fall back to the index, else to the
 /// placeholder page; `None` for a file that does not exist.
 fn find_file(assets: Option<&dyn Assets>, rel: &str) -> Option<(Vec<u8>, String)> {
-    let found = assets.and_then(|a| {
-        a.get(rel)
-            // Client-side routes fall back to the index.
-            .or_else(|| (!rel.contains('.')).then(|| a.get("")).flatten())
-    });
-    match found {
-        Some(x) => Some(x),
-        None if rel.is_empty() || !rel.contains('.') => {
-            Some((FALLBACK_PAGE.as_bytes().to_vec(), "text/html".to_string()))
-        }
-        None => None,
-    }
+    // A path without a dot is a client-side route (or the root).
+    let route = !rel.contains('.');
+    assets
+        .and_then(|a| a.get(rel).or_else(|| route.then(|| a.get("")).flatten()))
+        .or_else(|| route.then(|| (FALLBACK_PAGE.as_bytes().to_vec(), "text/html".to_string())))
 }
 
 /// A static file's headers: type, caching (immutable for hashed assets), ETag, and the

@@ -329,7 +329,7 @@ pub(crate) fn map_event(ctx: &AssistantContext, runs: &Mutex<Runs>, ev: GatewayE
     run.unconfirmed = false;
     if !run.held.is_empty() {
         let held = std::mem::take(&mut run.held);
-        mapped.settle = Some(held_outcome(held, &ev));
+        mapped.settle = Some((held, held_outcome(&ev)));
     }
     let terminal = matches!(
         ev,
@@ -361,18 +361,15 @@ fn run_key(ev: &GatewayEvent) -> Option<String> {
 }
 
 /// How the held entries a run carried went: failed by an error, else taken.
-fn held_outcome(held: Vec<String>, ev: &GatewayEvent) -> (Vec<String>, HeldOutcome) {
+fn held_outcome(ev: &GatewayEvent) -> HeldOutcome {
     match ev {
-        GatewayEvent::Error { code, message, .. } => (
-            held,
-            HeldOutcome::Failed {
-                code: "gateway_error",
-                message: format!(
-                    "The OpenClaw gateway could not answer these turns ({code}: {message})."
-                ),
-            },
-        ),
-        _ => (held, HeldOutcome::Sent),
+        GatewayEvent::Error { code, message, .. } => HeldOutcome::Failed {
+            code: "gateway_error",
+            message: format!(
+                "The OpenClaw gateway could not answer these turns ({code}: {message})."
+            ),
+        },
+        _ => HeldOutcome::Sent,
     }
 }
 
