@@ -14,13 +14,13 @@
 //! dropped.
 
 use super::deliver::{deliver, keep};
-use super::echo::{rms, ENV_FRAME};
+use super::echo::ENV_FRAME;
 use super::shared::Shared;
 use crate::backlog::{Turn, TurnMeta};
 use crate::capture::{self, Event};
 use crate::engine::{EngineError, Utterance};
 use crate::pcm::Resampler;
-use crate::turns::{TurnConfig, TurnEvent, TurnMaker};
+use crate::turns::{rms, TurnConfig, TurnEvent, TurnMaker};
 use stagewhisper_core::audio::{Channel, SourceChoice};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};

@@ -8,6 +8,7 @@
 //! recognised (at most [`ECHO_HOLD`]), so the two can be compared.
 
 use crate::backlog::TurnMeta;
+use crate::turns::rms;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -175,15 +176,6 @@ impl EchoCheck {
             }
         })
     }
-}
-
-/// The RMS of a frame, 0–1.
-pub(super) fn rms(frame: &[i16]) -> f32 {
-    if frame.is_empty() {
-        return 0.0;
-    }
-    let sum: f64 = frame.iter().map(|&x| (x as f64 / 32768.0).powi(2)).sum();
-    (sum / frame.len() as f64).sqrt() as f32
 }
 
 /// The best correlation (Pearson) of the microphone's envelope `mic` (20 ms frames from
