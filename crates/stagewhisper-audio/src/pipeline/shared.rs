@@ -14,7 +14,6 @@ use stagewhisper_core::audio::{
 use stagewhisper_core::conversation::CoreError;
 use stagewhisper_core::events::Change;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::runtime::Handle;
@@ -55,8 +54,6 @@ pub(crate) struct Shared {
     pub levels: Levels,
     /// The app is shutting down.
     pub stopping: AtomicBool,
-    /// The settings file.
-    pub settings_path: PathBuf,
     seq: Mutex<u64>,
     pub state: Mutex<State>,
     engine: Mutex<EngineSlot>,
@@ -82,14 +79,9 @@ pub(crate) enum Stored {
 }
 
 impl Shared {
-    /// What the threads share, with `settings` (saved in `settings_path`) and the `backlog`
-    /// read at start; within the async runtime (its handle is kept for the threads).
-    pub fn new(
-        ctx: EarsContext,
-        settings: &AudioSettings,
-        backlog: Backlog,
-        settings_path: PathBuf,
-    ) -> Shared {
+    /// What the threads share, with the `settings` and the `backlog` read at start; within the
+    /// async runtime (its handle is kept for the threads).
+    pub fn new(ctx: EarsContext, settings: &AudioSettings, backlog: Backlog) -> Shared {
         let first_seq = backlog.last_seq().unwrap_or(0);
         Shared {
             rt: Handle::current(),
@@ -97,7 +89,6 @@ impl Shared {
             finals: Finals::new(),
             levels: Levels::default(),
             stopping: AtomicBool::new(false),
-            settings_path,
             seq: Mutex::new(first_seq),
             state: Mutex::new(State {
                 settings: settings.clone(),

@@ -30,6 +30,7 @@ use stagewhisper_core::audio::{
     AudioError, AudioSettings, AudioTest, AudioTestResult, AudioUpdate, AudioView, Channel, Ears,
     EarsContext, EarsFactory, EngineSettings, SourceView,
 };
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -58,6 +59,8 @@ struct Control {
 /// The audio pipeline of the app.
 pub struct AudioService {
     shared: Arc<Shared>,
+    /// The settings file (`audio.json` in the data folder).
+    settings_path: PathBuf,
     control: tokio::sync::Mutex<Control>,
     drainer: Mutex<Option<JoinHandle<()>>>,
 }
@@ -72,7 +75,7 @@ impl AudioService {
             tracing::error!(error = %e, "the backlog folder cannot be used: waiting turns are kept in memory only");
             Backlog::in_memory()
         });
-        let shared = Arc::new(Shared::new(ctx, &settings, backlog, settings_path));
+        let shared = Arc::new(Shared::new(ctx, &settings, backlog));
         let drainer = {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -82,6 +85,7 @@ impl AudioService {
         };
         let service = Arc::new(AudioService {
             shared,
+            settings_path,
             control: tokio::sync::Mutex::new(Control {
                 listening: None,
                 meters: None,
@@ -113,7 +117,7 @@ impl AudioService {
             }
         } else {
             let settings = self.shared.settings();
-            let _ = save_settings(&self.shared.settings_path, &settings, None);
+            let _ = save_settings(&self.settings_path, &settings, None);
         }
     }
 
@@ -135,7 +139,7 @@ impl AudioService {
             self.stop_listening(l).await;
         }
         let settings = self.shared.settings();
-        save_settings(&self.shared.settings_path, &settings, Some(call_id)).map_err(|e| {
+        save_settings(&self.settings_path, &settings, Some(call_id)).map_err(|e| {
             AudioError::internal(
                 "config_write_failed",
                 format!("the audio settings cannot be saved: {e}"),
@@ -322,14 +326,12 @@ impl Ears for AudioService {
             let next = current.apply(&update);
             self.check_sources(&current, &next).await?;
             let listening = self.shared.state.lock().unwrap().listening.clone();
-            save_settings(&self.shared.settings_path, &next, listening.as_deref()).map_err(
-                |e| {
-                    AudioError::internal(
-                        "config_write_failed",
-                        format!("the audio settings cannot be saved: {e}"),
-                    )
-                },
-            )?;
+            save_settings(&self.settings_path, &next, listening.as_deref()).map_err(|e| {
+                AudioError::internal(
+                    "config_write_failed",
+                    format!("the audio settings cannot be saved: {e}"),
+                )
+            })?;
             self.shared.state.lock().unwrap().settings = next.clone();
             if next.engine != current.engine {
                 self.change_engine(&next.engine).await;
@@ -363,7 +365,7 @@ impl Ears for AudioService {
             let l = c.listening.take().expect("checked");
             self.stop_listening(l).await;
             let settings = self.shared.settings();
-            if let Err(e) = save_settings(&self.shared.settings_path, &settings, None) {
+            if let Err(e) = save_settings(&self.settings_path, &settings, None) {
                 tracing::error!(error = %e, "cannot save that listening stopped");
             }
         })
