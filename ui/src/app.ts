@@ -21,9 +21,13 @@ import { TranscriptView } from './transcript';
 import { listPath, messagesPath } from './window';
 import type { ApiResponse, StreamState, Subscription, Transport } from './transport';
 import type { Message, Session, TranscriptTurn } from './types';
+import { CallView, callMode } from './live/callview';
+import { assistantProblem, audioProblems, backlogRows, ProblemList } from './live/status';
+import { overlayOnStart, overlayPrefsCard } from './live/prefs';
 
-export type Tab = 'chat' | 'insights' | 'transcript' | 'history' | 'settings';
+export type Tab = 'call' | 'chat' | 'insights' | 'transcript' | 'history' | 'settings';
 const TABS: { id: Tab; label: string; key: string }[] = [
+  { id: 'call', label: 'Call', key: '6' },
   { id: 'chat', label: 'Chat', key: '1' },
   { id: 'insights', label: 'Insights', key: '2' },
   { id: 'transcript', label: 'Transcript', key: '3' },
@@ -84,6 +88,10 @@ export class App {
   private history: HistoryView;
   private settings: SettingsView;
   private transcript: TranscriptView;
+  /** The Call tab: the live call as one view, or the review of an ended one. */
+  private callView: CallView;
+  /** One sentence per problem of the open live call (hearing it, the assistant). */
+  private problems = new ProblemList('call-problems', 'bar-problems');
   private tabButtons = new Map<Tab, HTMLButtonElement>();
   private badge: HTMLElement;
   private callState: HTMLElement;
@@ -147,6 +155,11 @@ export class App {
       add: (sp, t) => this.addTurn(sp, t),
       loadOlder: () => (this.activeId ? this.loadOlderList(this.activeId, 'transcript') : Promise.resolve()),
     });
+    this.callView = new CallView({
+      send: (t) => this.send(t),
+      openChat: () => this.setTab('chat', true),
+      summariseControls: (s) => this.summariseControls(s, 'summarise-review'),
+    });
     this.history = new HistoryView({
       open: (id) => this.open(id, 'chat'),
       newChat: () => this.newChat(),
@@ -176,6 +189,8 @@ export class App {
       const desktop = new DesktopSettings(invoke);
       this.settings.addCard(desktop.card);
       void desktop.load();
+    } else {
+      this.settings.addCard(overlayPrefsCard());
     }
     const overlayBtn = h('button', { class: 'btn btn-small', type: 'button', id: 'open-overlay', title: 'Compact overlay, always on top' }, 'Overlay');
     overlayBtn.addEventListener('click', () => toggleOverlay(invoke));
@@ -263,12 +278,13 @@ export class App {
       'div',
       { class: 'app', 'data-conn': 'connecting' },
       bar,
+      this.problems.el,
       this.barError,
       this.barWarn,
       this.authBanner,
       this.firstRun.el,
       tablist,
-      h('main', { class: 'panels' }, this.chat.panel, this.insights.panel, this.transcript.panel, this.history.panel, this.settings.panel),
+      h('main', { class: 'panels' }, this.callView.panel, this.chat.panel, this.insights.panel, this.transcript.panel, this.history.panel, this.settings.panel),
     );
     mount.replaceChildren(this.root);
 
@@ -602,7 +618,7 @@ export class App {
       const res = await this.api<unknown>('POST', `/api/calls/${encodeURIComponent(sid)}/summarise`);
       if (res.status === 201 || res.status === 200) {
         this.store.mergeMessage(unwrap(res.body, 'message'), c0);
-        if (this.activeId === sid) {
+        if (this.activeId === sid && this.tab !== 'call') {
           this.setTab('chat');
           this.chat.jumpToEnd();
         }
@@ -845,7 +861,9 @@ export class App {
     const sid = res.body?.session_id;
     if (!sid) return this.showBarError('Could not start a call: no session id in the answer.');
     this.callTitle.value = '';
-    this.open(sid, 'chat');
+    // The browser's overlay opens with the call, as the desktop one does (a preference).
+    if (this.transport.kind !== 'tauri' && overlayOnStart()) toggleOverlay(null);
+    this.open(sid, 'call');
     if (!this.store.sessions.has(sid)) await this.reload();
   }
 
@@ -996,16 +1014,25 @@ export class App {
       btn.setAttribute('aria-selected', String(on));
       btn.tabIndex = on ? 0 : -1;
     }
-    this.chat.panel.hidden = tab !== 'chat';
-    this.insights.panel.hidden = tab !== 'insights';
-    this.transcript.panel.hidden = tab !== 'transcript';
+    // The Call tab shows the transcript with the insights (live) or with the chat (review).
+    const mode = tab === 'call' ? callMode(this.activeSession()) : 'none';
+    this.callView.panel.hidden = tab !== 'call';
+    this.chat.panel.hidden = tab !== 'chat' && mode !== 'review';
+    this.insights.panel.hidden = tab !== 'insights' && mode !== 'live';
+    this.transcript.panel.hidden = tab !== 'transcript' && mode === 'none';
+    this.root.dataset.callMode = mode;
     this.history.panel.hidden = tab !== 'history';
     this.settings.panel.hidden = tab !== 'settings';
     this.settings.audio.setVisible(tab === 'settings');
     this.root.dataset.tab = tab;
     this.renderFirstRun();
     this.syncInsightsOpen();
-    if (tab === 'chat') this.chat.shown();
+    if (tab === 'chat' || mode === 'review') this.chat.shown();
+    if (tab === 'call') {
+      this.dirty.transcript = true;
+      this.transcript.shown();
+      this.renderCallView();
+    }
     if (tab === 'history') this.history.render(this.store.sessionList(), this.activeId);
     if (tab === 'settings') {
       void this.settings.load();
@@ -1027,7 +1054,29 @@ export class App {
   }
 
   private syncInsightsOpen(): void {
-    this.store.setInsightsOpen(this.tab === 'insights' ? this.activeId : null);
+    const seen = this.tab === 'insights' || (this.tab === 'call' && callMode(this.activeSession()) === 'live');
+    this.store.setInsightsOpen(seen ? this.activeId : null);
+  }
+
+  private activeSession(): Session | null {
+    return this.activeId ? (this.store.sessions.get(this.activeId) ?? null) : null;
+  }
+
+  /** The Call tab (and which panels it shows: a call that ends turns into its review). */
+  private renderCallView(): void {
+    const s = this.activeSession();
+    if (this.tab === 'call' && this.root.dataset.callMode !== callMode(s)) return this.setTab('call');
+    this.callView.render(s, this.activeId ? (this.store.conv(this.activeId) ?? null) : null);
+  }
+
+  /** The problems of the open live call, one sentence each; the waiting turns as rows. */
+  private renderProblems(): void {
+    const s = this.activeSession();
+    const live = callMode(s) === 'live' ? s!.session_id : null;
+    const list = live ? audioProblems(this.store.audio, live) : [];
+    const a = live ? assistantProblem(this.store.assistant) : null;
+    this.problems.render(a ? [...list, a] : list);
+    this.transcript.setWaiting(backlogRows(this.store.audio?.status, live));
   }
 
   private onGlobalKey(e: KeyboardEvent): void {
@@ -1088,6 +1137,7 @@ export class App {
           this.assistantRefresh = setTimeout(() => void this.pollAssistant(), ASSISTANT_REFRESH_MS);
         }
         this.renderAssistantChip();
+        this.renderProblems();
         this.settings.assistant.render(this.store.assistant);
         this.insights.setNotice(insightsNotice(this.store.assistant));
         {
@@ -1109,6 +1159,7 @@ export class App {
           this.audioRefresh = setTimeout(() => void this.refreshAudio(), AUDIO_REFRESH_MS);
         }
         this.renderListen();
+        this.renderProblems();
         this.settings.audio.render(this.store.audio, this.store.audioUnavailable);
         this.renderFirstRun();
         break;
@@ -1181,7 +1232,7 @@ export class App {
     if (this.dirty.badge) {
       this.dirty.badge = false;
       const n = this.store.unreadCount(this.activeId);
-      const show = n > 0 && this.tab !== 'insights';
+      const show = n > 0 && this.tab !== 'insights' && !(this.tab === 'call' && this.root.dataset.callMode === 'live');
       this.badge.hidden = !show;
       this.badge.textContent = show ? String(n) : '';
       this.badge.setAttribute('aria-label', `${n} unread`);
@@ -1189,7 +1240,9 @@ export class App {
     if (this.dirty.bar) {
       this.dirty.bar = false;
       this.renderBar();
+      this.renderProblems();
     }
+    if (this.tab === 'call') this.renderCallView();
     if (this.dirty.history && this.tab === 'history') {
       this.dirty.history = false;
       this.history.render(this.store.sessionList(), this.activeId);
@@ -1238,7 +1291,7 @@ export class App {
       if (s && s.is_call && s.ended_at && this.tab !== 'transcript') actions.push(...this.summariseControls(s, 'summarise-call', true));
       if (live && live.session_id !== this.activeId) {
         const back = h('button', { class: 'btn', type: 'button', id: 'go-live' }, 'Back to live call');
-        back.addEventListener('click', () => this.open(live.session_id, 'chat'));
+        back.addEventListener('click', () => this.open(live.session_id, 'call'));
         actions.push(back);
       } else {
         const start = h('button', { class: 'btn btn-primary', type: 'button', id: 'start-call' }, 'Start call');

@@ -356,8 +356,8 @@ export class ListenControls {
     const c = audioChip(a, unavailable, call);
     this.el.dataset.state = c.state;
     this.toggle.setAttribute('aria-pressed', String(this.on));
-    // A toggle keeps its label; `aria-pressed` (and its look) says whether it is on.
-    this.toggle.textContent = this.busy ? (this.on ? 'Stopping…' : 'Starting…') : 'Listen';
+    // The label says what a click does; `aria-pressed` (and its look) says whether it is on.
+    this.toggle.textContent = this.busy ? (this.on ? 'Stopping…' : 'Starting…') : this.on ? 'Stop listening' : 'Listen';
     this.toggle.classList.toggle('is-on', this.on);
     this.toggle.disabled = this.busy || !a;
     const other = !!a && a.status.state !== 'idle' && !!a.status.call_id && a.status.call_id !== call;

@@ -11,7 +11,8 @@
 // Settings opens and while it stays open).
 
 import { describeError, plainError } from './errors';
-import { apiError, audioErrorField, backlogText, hostOf, isLoopbackUrl, LevelMeter, METERS_RENEW_MS, METERS_SECONDS, normSources, sourceOptions, TEST_SECONDS, type AudioField } from './audio';
+import { checkEngine, checkSentence, draftEngineNotice, plainEngineWords } from './live/enginecheck';
+import { apiError, audioErrorField, backlogText, LevelMeter, METERS_RENEW_MS, METERS_SECONDS, normSources, sourceOptions, TEST_SECONDS, type AudioField } from './audio';
 import { h } from './dom';
 import type { ApiResponse } from './transport';
 import type { Audio, AudioChannel, AudioLevels, AudioSource } from './types';
@@ -114,6 +115,8 @@ export class AudioSettings {
   private pipelineOnly: HTMLElement[] = [];
   private errors = new Map<Field, HTMLElement>();
   private saveBtn: HTMLButtonElement;
+  /** Tries the engine as the form says (not saved). */
+  private engineTestBtn: HTMLButtonElement;
   private result = h('div', { class: 'setting-status assistant-result', id: 'audio-result', role: 'status', 'aria-live': 'polite' });
   private dirty = new Set<Field>();
   private busy = false;
@@ -226,6 +229,8 @@ export class AudioSettings {
     this.listenOnStart.addEventListener('change', () => setListenOnStart(this.listenOnStart.checked));
 
     this.saveBtn = h('button', { class: 'btn btn-primary', type: 'submit', id: 'audio-save' }, 'Save');
+    this.engineTestBtn = h('button', { class: 'btn', type: 'button', id: 'audio-engine-test', title: 'Try the engine as chosen above, without saving it' }, 'Test the engine');
+    this.engineTestBtn.addEventListener('click', () => void this.testEngine());
     const form = h(
       'form',
       { class: 'assistant-form', id: 'audio-form', novalidate: true, 'aria-label': 'Speech engine and speaker names' },
@@ -246,7 +251,7 @@ export class AudioSettings {
       this.openaiFields,
       row('Your name', 'audio-you-label', this.youLabel, hint('audio-you-label-hint', 'The speaker of what your microphone hears.'), err('you_label')),
       row('Their name', 'audio-them-label', this.themLabel, hint('audio-them-label-hint', 'The speaker of what the call’s audio carries.'), err('them_label')),
-      h('div', { class: 'form-actions' }, this.saveBtn),
+      h('div', { class: 'form-actions' }, this.saveBtn, this.engineTestBtn),
       this.result,
     );
     form.addEventListener('submit', (e) => {
@@ -365,10 +370,11 @@ export class AudioSettings {
       const st = a.status;
       this.statusChip.className = `chip ${st.state === 'listening' ? 'chip-ok' : st.state === 'error' ? 'chip-bad' : 'chip-muted'}`;
       this.statusChip.textContent = st.state === 'listening' ? 'Listening' : st.state === 'error' ? 'Not hearing' : 'Not listening';
-      this.statusText.textContent = st.detail;
+      this.statusText.textContent = plainEngineWords(st.detail);
     }
     this.statusChip.dataset.state = a?.status.state ?? (this.unavailable ? 'unavailable' : 'loading');
-    const bl = backlogText(a?.status);
+    // The status's detail already says what waits; this line only what was dropped.
+    const bl = a && a.status.backlog.dropped_seconds > 0 ? backlogText({ ...a.status, backlog: { ...a.status.backlog, turns: 0 } }) : '';
     this.backlog.textContent = bl;
     this.backlog.hidden = !bl;
 
@@ -415,8 +421,14 @@ export class AudioSettings {
               : fallback;
       detailEl.classList.toggle('field-error', !!st && st.state === 'error');
       const test = this.testBtns.get(ch)!;
-      test.disabled = !a || saved === null || !!this.sourcesError || this.testing !== null;
-      test.title = saved === null ? 'This channel is off: choose a source first' : `Record ${TEST_SECONDS} s and show what the engine hears`;
+      // While a call is heard, what a test records would go into its transcript.
+      const listening = !!a && a.status.state !== 'idle' && !!a.status.call_id;
+      test.disabled = !a || saved === null || !!this.sourcesError || this.testing !== null || listening;
+      test.title = listening
+        ? 'A call is being listened to: its meters show this source. Stop listening to test it (what a test records would go into the call’s transcript).'
+        : saved === null
+          ? 'This channel is off: choose a source first'
+          : `Record ${TEST_SECONDS} s and show what the engine hears`;
       this.meters.get(ch)!.el.hidden = !a || !!this.sourcesError;
     }
 
@@ -436,7 +448,10 @@ export class AudioSettings {
     this.notice.dataset.leaves = String(!!e?.leaves_machine);
     const es = a?.status.engine;
     this.engineState.textContent = es && es.state ? `${ENGINE_STATE[es.state] ?? `Engine ${es.state}`}${es.detail ? `: ${es.detail}` : '.'}` : '';
-    this.engineState.hidden = !this.engineState.textContent;
+    // A failing engine is said by the status line above already: once is enough.
+    const failing = !!es && (es.state === 'down' || es.state === 'unavailable');
+    this.engineState.textContent = plainEngineWords(this.engineState.textContent ?? '');
+    this.engineState.hidden = !this.engineState.textContent || (failing && a?.status.state === 'error');
     this.engineState.classList.toggle('field-error', !!es && (es.state === 'down' || es.state === 'unavailable'));
     this.paintEngine();
 
@@ -446,6 +461,7 @@ export class AudioSettings {
     const off = !a || this.busy;
     for (const el of [this.baseUrl, this.model, this.apiKey, this.youLabel, this.themLabel, ...this.engineInputs.values()]) el.disabled = off;
     this.saveBtn.disabled = off;
+    this.engineTestBtn.disabled = off;
     this.keyRemove.disabled = off;
   }
 
@@ -462,15 +478,19 @@ export class AudioSettings {
     this.paintDraftNotice();
   }
 
-  /** Before saving: a server address that is not this computer means call audio will leave it. */
+  /** Before saving, the description follows the choice: what will happen to the call's audio. */
   private paintDraftNotice(): void {
     const url = this.baseUrl.value.trim();
     const saved = this.a?.engine.kind === 'openai' ? (this.a.engine.base_url ?? '') : '';
-    const changed = this.engineKind() === 'openai' && (url !== saved || this.a?.engine.kind !== 'openai');
-    const host = hostOf(url);
-    const leaves = changed && !!host && !isLoopbackUrl(url);
-    this.draftNotice.hidden = !leaves;
-    this.draftNotice.textContent = leaves ? `Once saved, the call’s audio leaves this computer: every turn you and the other side speak is sent to ${host}.` : '';
+    const kind = this.engineKind();
+    const changed = kind !== (this.a?.engine.kind === 'openai' ? 'openai' : 'builtin') || (kind === 'openai' && url !== saved);
+    const d = draftEngineNotice(kind, url);
+    // The saved engine's notice, or the draft's words in its place until it is saved.
+    this.notice.hidden = changed || !this.a?.engine.notice;
+    this.draftNotice.hidden = !changed;
+    this.draftNotice.textContent = changed ? d.text : '';
+    this.draftNotice.classList.toggle('audio-leaves', d.leaves);
+    this.draftNotice.dataset.leaves = String(d.leaves);
     // A saved key belongs to its server: another address does not inherit it.
     const keySaved = this.a?.engine.kind === 'openai' && this.a.engine.api_key_set;
     this.apiKey.placeholder = !keySaved ? 'Optional' : url.replace(/\/+$/, '') === saved.replace(/\/+$/, '') ? 'Saved — leave empty to keep it' : 'The saved key stays with the old server: enter this one’s, if it needs one';
@@ -559,19 +579,16 @@ export class AudioSettings {
   /** The `PUT /api/audio` body for the engine and labels as the form says now (null: a field is missing). */
   body(): Record<string, unknown> | null {
     const b: Record<string, unknown> = {};
+    let bad = false;
     if (this.dirty.has('engine') || this.dirty.has('base_url') || this.dirty.has('model') || this.dirty.has('api_key')) {
       if (this.engineKind() === 'builtin') b.engine = { kind: 'builtin' };
       else {
         const base_url = this.baseUrl.value.trim();
         const model = this.model.value.trim();
-        if (!base_url) {
-          this.setError('base_url', 'Enter the server’s address, for example http://127.0.0.1:8000.');
-          return null;
-        }
-        if (!model) {
-          this.setError('model', 'Enter the model the server should use.');
-          return null;
-        }
+        // Every missing field is flagged at once, not one per Save.
+        if (!base_url) this.setError('base_url', 'Enter the server’s address, for example http://127.0.0.1:8000.');
+        if (!model) this.setError('model', 'Enter the model the server should use.');
+        if (!model || !base_url) bad = true;
         const engine: Record<string, unknown> = { kind: 'openai', base_url, model };
         const key = this.apiKey.value.trim();
         if (key) engine.api_key = key;
@@ -586,11 +603,11 @@ export class AudioSettings {
       const v = el.value.trim();
       if (!v) {
         this.setError(f, 'Enter a name (1–100 characters).');
-        return null;
+        bad = true;
       }
       b[f] = v;
     }
-    return b;
+    return bad ? null : b;
   }
 
   private async save(): Promise<void> {
@@ -611,7 +628,42 @@ export class AudioSettings {
       this.result.textContent = 'Nothing changed.';
       return;
     }
-    await this.put(body, 'Not saved', 'Saved.');
+    const saved = await this.put(body, 'Not saved', 'Saved.');
+    // A new engine is tried at once: a wrong address is found now, not in the call.
+    if (saved && body.engine) await this.runCheck(null, true);
+  }
+
+  /** The Test button: the engine as the form says (saved or not), without saving it. */
+  private async testEngine(): Promise<void> {
+    if (this.busy) return;
+    for (const f of ['base_url', 'model'] as const) this.setError(f, null);
+    const body = this.body();
+    if (!body) {
+      this.result.textContent = 'Not tested: see the highlighted field.';
+      return;
+    }
+    const engine = (body.engine as Record<string, unknown> | undefined) ?? null;
+    await this.runCheck(engine, false);
+  }
+
+  private async runCheck(engine: Record<string, unknown> | null, afterSave: boolean): Promise<void> {
+    this.busy = true;
+    this.paint();
+    this.result.dataset.check = 'running';
+    this.result.textContent = afterSave ? 'Saved. Trying the engine…' : 'Trying the engine…';
+    try {
+      const c = await checkEngine((m, p, b) => this.actions.audioCall(m, p, b), engine);
+      this.result.dataset.check = c.ok ? 'ok' : c.code;
+      this.result.textContent = checkSentence(c, afterSave);
+    } catch (e) {
+      this.result.dataset.check = 'error';
+      this.result.textContent = `${afterSave ? 'Saved, but the engine could not be tried' : 'Not tested'}: ${e instanceof Error ? e.message : String(e)}`;
+    } finally {
+      this.busy = false;
+      this.paint();
+      // The saved engine's outcome is its status too.
+      if (!engine) void this.actions.audioCall('GET', '/api/audio').catch(() => null);
+    }
   }
 
   private async removeKey(): Promise<void> {
@@ -646,6 +698,8 @@ export class AudioSettings {
         out.textContent =
           e.code === 'channel_off'
             ? 'This channel is off: choose a source first.'
+            : e.code === 'listening'
+              ? e.message
             : e.code === 'engine_failed'
               ? `Recorded, but the engine did not answer: ${e.message || 'no reason given'}`
               : `Test failed: ${this.actions.errorText(res)}`;

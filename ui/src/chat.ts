@@ -8,6 +8,7 @@ import { deliveryView, type Change, type Conversation } from './store';
 import type { Message, Typing } from './types';
 import { VList } from './vlist';
 import { replyRunning, StopControl } from './kinds/gateway';
+import { summaryRequestBody } from './live/summary';
 
 export interface ChatActions {
   /** Sends `text` to the open conversation (creating a chat if none is open); throws on failure. */
@@ -57,6 +58,7 @@ const keyOf = (m: Message) => String(m.id);
 function estimate(m: Message, width: number): number {
   if (m.kind === 'notice') return 34;
   if (m.kind === 'permission') return 150;
+  if (m.purpose === 'summary_request') return 64;
   const cpl = Math.max(16, Math.floor((Math.min(width, 820) - 110) / 7.4));
   let lines = 0;
   for (const l of m.text.split('\n')) lines += Math.max(1, Math.ceil(l.length / cpl));
@@ -139,7 +141,9 @@ export async function runRetry(btn: HTMLButtonElement, err: HTMLElement, go: () 
 
 function body(m: Message): HTMLElement {
   const el = h('div', { class: 'msg-body' });
-  if (m.kind === 'user') {
+  if (m.kind === 'user' && m.purpose === 'summary_request') {
+    el.append(summaryRequestBody(m.text));
+  } else if (m.kind === 'user') {
     el.classList.add('msg-plain');
     el.textContent = m.text;
   } else if (m.kind === 'error') {

@@ -1,5 +1,6 @@
 import './styles.css';
 import './overlay.css';
+import './live/live.css';
 import { App } from './app';
 import { overlayChrome, isOverlayRoute } from './desktop';
 import { h } from './dom';

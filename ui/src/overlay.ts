@@ -1,11 +1,13 @@
 // The compact overlay (`?view=overlay`): the newest insights of the live call, the assistant's
-// typing state, whether the app is hearing the call (listening, or why not), a one-line input
-// to message it and, under the insights, the questions asked here with their answers (or why
-// there is none yet). It reads the same event stream as the main
+// typing state, whether the app is hearing the call (listening, or why not), what is wrong with
+// hearing it or with the assistant (one sentence each), a one-line input to message it and,
+// pinned above the input, the person's latest questions with their answers (or why there is none
+// yet), read from the call's chat (so they are there again when the overlay is reopened). It
+// reads the same event stream as the main
 // window (its own Store fed by the same Transport), so nothing here has a data path of its own.
 // In the desktop app it is the always-on-top "overlay" window; in a browser, a popup or a tab.
 
-import { apiError, audioChip, meterFraction, notHearingText, type AudioChip } from './audio';
+import { apiError, audioChip, meterFraction, type AudioChip } from './audio';
 import { clockTime, h } from './dom';
 import { describeError, errorText } from './errors';
 import { renderInline } from './markdown';
@@ -13,6 +15,9 @@ import { Store, type Conversation } from './store';
 import type { ApiResponse, StreamState, Subscription, Transport } from './transport';
 import { deliveryView } from './store';
 import type { Insight, Message, Session, Typing } from './types';
+import { lastExchanges, replyWho } from './live/exchange';
+import { assistantProblem, audioProblems, ProblemList } from './live/status';
+import { messagesPath } from './window';
 
 /** Insights shown at once (newest first). */
 export const OVERLAY_INSIGHTS = 5;
@@ -120,9 +125,12 @@ export class Overlay {
   private status = h('div', { class: 'ov-status', id: 'overlay-status', role: 'status', 'aria-live': 'polite' });
   private loadedCall: string | null = null;
   private queued = false;
-  /** Questions asked here (`message_id`s, per call; kept for the window's life). */
-  private asked = new Map<string, string[]>();
   private thread = h('ol', { class: 'ov-thread', id: 'overlay-thread', 'aria-live': 'polite', 'aria-label': 'Your questions and the answers', hidden: true });
+  /** The latest questions and answers, pinned above the input (the insights scroll above it). */
+  private pinned = h('div', { class: 'ov-pinned', id: 'overlay-pinned', hidden: true }, this.thread);
+  /** What is wrong (hearing the call, the assistant), one sentence each, wrapped. */
+  private problems = new ProblemList('overlay-problems', 'ov-problems');
+  private threadKey = '';
 
   constructor(
     mount: HTMLElement,
@@ -164,8 +172,10 @@ export class Overlay {
       { class: 'overlay', id: 'overlay', 'data-conn': 'connecting' },
       header,
       this.hearingEl,
+      this.problems.el,
       this.typingEl,
-      h('div', { class: 'ov-scroll' }, this.list, this.empty, this.thread),
+      h('div', { class: 'ov-scroll' }, this.list, this.empty),
+      this.pinned,
       form,
       this.status,
     );
@@ -231,6 +241,14 @@ export class Overlay {
     });
     await this.sub.ready;
     await this.reload();
+    void this.refreshAssistant();
+  }
+
+  /** `GET /api/assistant` (its status is patched by `assistant_status` events afterwards). */
+  private async refreshAssistant(): Promise<void> {
+    const c0 = this.store.cursor;
+    const res = await this.transport.api<unknown>('GET', '/api/assistant').catch(() => null);
+    if (res?.status === 200) this.store.setAssistant(res.body, c0);
   }
 
   private async reload(): Promise<void> {
@@ -251,16 +269,22 @@ export class Overlay {
     this.loadedCall = sid;
     const [c0, typingAt] = [this.store.cursor, this.store.liveSeq];
     const enc = encodeURIComponent(sid);
-    const [i, t] = await Promise.all([
+    const [i, t, m] = await Promise.all([
       // Only the newest few are shown: one short page.
       this.transport.api<{ items?: unknown }>('GET', `/api/sessions/${enc}/insights?limit=${OVERLAY_INSIGHTS}`),
       this.transport.api<unknown[]>('GET', `/api/sessions/${enc}/typing`),
+      // The chat's newest page: the latest questions and their answers.
+      this.transport.api<{ items?: unknown; next?: unknown }>('GET', messagesPath(sid)),
     ]);
     const ok = (r: ApiResponse<unknown[]>) => (r.status === 200 && Array.isArray(r.body) ? r.body : []);
     const page = i.status === 200 && i.body && Array.isArray(i.body.items) ? (i.body.items as unknown[]) : [];
     if (i.status !== 200) this.status.textContent = `Could not load the insights: ${errorText(i)}`;
-    // Only insights and typing: the chat's messages are the main window's business.
-    this.store.loadConversation(sid, { insights: page, typing: ok(t), typingAt }, c0);
+    const msgs = m.status === 200 && m.body && Array.isArray(m.body.items) ? (m.body.items as unknown[]) : null;
+    this.store.loadConversation(
+      sid,
+      msgs ? { insights: page, typing: ok(t), typingAt, messages: msgs, olderPath: typeof m.body.next === 'string' ? m.body.next : null } : { insights: page, typing: ok(t), typingAt },
+      c0,
+    );
     this.schedule();
   }
 
@@ -282,7 +306,11 @@ export class Overlay {
     const hc = m.hearing;
     this.hearingEl.hidden = !hc;
     this.hearingEl.dataset.state = hc?.state ?? '';
-    this.hearingText.textContent = !hc ? '' : hc.state === 'error' ? notHearingText(hc.title, 90) : hc.text;
+    // The reason is said in full in the problems below: here, the state only.
+    this.hearingText.textContent = !hc ? '' : hc.state === 'error' ? 'Not hearing' : hc.text;
+    const live = m.live && m.call ? m.call.session_id : null;
+    const ap = m.call ? assistantProblem(this.store.assistant) : null;
+    this.problems.render([...audioProblems(this.store.audio, live), ...(ap ? [ap] : [])]);
     this.hearingEl.title = hc?.title ?? '';
     this.typingEl.hidden = !m.typing;
     this.typingEl.textContent = m.typing ?? '';
@@ -304,34 +332,38 @@ export class Overlay {
   }
 
   private renderThread(call: Session | null): void {
-    const asked = call ? this.asked.get(call.session_id) ?? [] : [];
     const conv = call ? this.store.conv(call.session_id) : undefined;
-    const ex = conv && asked.length ? overlayThread(conv.messages, asked) : [];
+    const ex = conv ? lastExchanges(conv.messages, OVERLAY_QUESTIONS) : [];
+    this.pinned.hidden = ex.length === 0;
     this.thread.hidden = ex.length === 0;
+    const key = JSON.stringify(ex.map((x) => [x.question.id, x.waiting, x.replies.map((r) => [r.id, r.text, r.draft])]));
+    if (key === this.threadKey) return;
+    this.threadKey = key;
     this.thread.replaceChildren(
       ...ex.map((x) => {
-        const who = (m: Message) => (m.kind === 'error' ? 'Error' : m.kind === 'notice' ? 'Note' : 'Assistant');
         const replies = x.replies.map((r) =>
           h(
             'div',
             { class: `ov-reply ov-reply-${r.kind}${r.draft ? ' is-draft' : ''}`, 'data-kind': r.kind },
-            h('span', { class: 'ov-who' }, who(r)),
+            h('span', { class: 'ov-who' }, replyWho(r)),
             h('span', { class: 'ov-text' }, renderInline(r.text)),
           ),
         );
         const pending =
           x.replies.length === 0
-            ? h('div', { class: `ov-reply ov-waiting${x.waiting ? ' is-trouble' : ''}` }, x.waiting ?? 'Waiting for the answer…')
-            : null;
+            ? [h('div', { class: `ov-reply ov-waiting${x.waiting ? ' is-trouble' : ''}` }, x.waiting ?? 'Waiting for the answer…')]
+            : [];
         return h(
           'li',
           { class: 'ov-exchange', 'data-message-id': x.question.message_id ?? '' },
           h('div', { class: 'ov-question' }, h('span', { class: 'ov-who' }, 'You'), h('span', { class: 'ov-text' }, x.question.text)),
           ...replies,
-          pending,
+          ...pending,
         );
       }),
     );
+    // The newest answer in sight: the pinned area scrolls to its end.
+    this.pinned.scrollTop = this.pinned.scrollHeight;
   }
 
   private async send(): Promise<void> {
@@ -355,9 +387,6 @@ export class Overlay {
       const b = res.body as { message_id?: unknown; message?: { message_id?: unknown } } | null;
       const mid = typeof b?.message_id === 'string' ? b.message_id : typeof b?.message?.message_id === 'string' ? b.message.message_id : null;
       if (mid) {
-        const list = this.asked.get(call.session_id) ?? [];
-        list.push(mid);
-        this.asked.set(call.session_id, list.slice(-OVERLAY_QUESTIONS));
         this.store.mergeMessage(res.body, c0);
         this.schedule();
       } else {

@@ -190,6 +190,7 @@ export function normMessage(raw: unknown): Message | null {
     delivery: normDelivery(raw.delivery),
     delivery_error: normDeliveryError(raw.delivery_error),
     permission,
+    purpose: str(raw.purpose),
   };
 }
 

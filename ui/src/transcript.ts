@@ -33,6 +33,8 @@ export class TranscriptView {
   private formError: HTMLElement;
   private items = new Map<string, { li: HTMLLIElement; turn: TranscriptTurn }>();
   private partialList: HTMLOListElement;
+  /** The turns waiting for the speech engine (the backlog): one row each. */
+  private waitingList = h('ol', { class: 'turn-list waiting-list', id: 'transcript-waiting', 'aria-label': 'Waiting to be transcribed', hidden: true });
   private partialItems = new Map<string, { li: HTMLLIElement; who: HTMLElement; words: HTMLElement }>();
   private partialCount = 0;
   private conv: Conversation | null = null;
@@ -57,7 +59,7 @@ export class TranscriptView {
     this.partialList = h('ol', { class: 'turn-list partial-list', id: 'transcript-partials', 'aria-label': 'Being heard now', hidden: true });
     this.empty = h('div', { class: 'empty-state' });
     this.olderBtn = h('button', { class: 'btn btn-small list-older', id: 'transcript-older', type: 'button', hidden: true, onclick: () => this.older() }, 'Earlier turns');
-    this.scroller = h('div', { class: 'panel-scroll turn-scroller', tabindex: '0', 'aria-label': 'Transcript' }, this.olderBtn, this.list, this.partialList, this.empty);
+    this.scroller = h('div', { class: 'panel-scroll turn-scroller', tabindex: '0', 'aria-label': 'Transcript' }, this.olderBtn, this.list, this.waitingList, this.partialList, this.empty);
     this.scroller.addEventListener('scroll', () => {
       if (this.panel.hidden) return;
       const el = this.scroller;
@@ -126,6 +128,15 @@ export class TranscriptView {
     }
     if (!same) this.stick = true;
     this.render();
+  }
+
+  /** Rows for the turns that wait for the speech engine (the backlog), after the final turns. */
+  setWaiting(rows: HTMLElement[]): void {
+    if (rows.length === 0 && this.waitingList.childElementCount === 0) return;
+    this.waitingList.replaceChildren(...rows);
+    this.waitingList.hidden = rows.length === 0;
+    if (rows.length) this.empty.hidden = true;
+    if (this.stick && !this.panel.hidden) this.scroller.scrollTop = this.scroller.scrollHeight;
   }
 
   /** The panel became visible: follow the newest turn unless the user had scrolled up. */

@@ -32,6 +32,8 @@ export interface Message {
   delivery_error: DeliveryError | null;
   /** Kind `permission` only: the card's request (settled in place). */
   permission?: PermissionInfo | null;
+  /** Not an ordinary message: `summary_request` ("Summarise this call", the transcript in its text). */
+  purpose?: string | null;
 }
 
 export type PermissionState = 'pending' | 'allow' | 'deny' | 'expired';

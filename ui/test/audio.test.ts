@@ -513,7 +513,10 @@ describe('Settings → Audio', () => {
     const url = $<HTMLInputElement>('#audio-base-url');
     url.value = 'http://127.0.0.1:8000';
     url.dispatchEvent(new Event('input'));
-    expect($('#audio-engine-draft-notice').hidden).toBe(true);
+    // The description follows the choice before it is saved (no "PocketSphinx…" for a server).
+    expect($('#audio-engine-draft-notice').textContent).toMatch(/server on this computer; no audio leaves it/);
+    expect($('#audio-engine-draft-notice').dataset.leaves).toBe('false');
+    expect($('#audio-engine-notice').hidden).toBe(true);
     url.value = 'https://transcribe.example.com';
     url.dispatchEvent(new Event('input'));
     expect($('#audio-engine-draft-notice').hidden).toBe(false);
@@ -756,7 +759,8 @@ describe('the app hearing the call', () => {
     await flush();
     expect(t.calls.some((c) => c.method === 'POST' && c.path === `/api/calls/${CALL}/listen`)).toBe(true);
     expect(toggle.getAttribute('aria-pressed')).toBe('true');
-    expect(toggle.textContent).toBe('Listen');
+    // The label says what a click does now.
+    expect(toggle.textContent).toBe('Stop listening');
     expect(toggle.classList.contains('is-on')).toBe(true);
     expect($('#audio-status')!.textContent).toBe('Listening');
     expect($('#listen-meters')!.hidden).toBe(false);
@@ -845,8 +849,10 @@ describe('the app hearing the call', () => {
     t.push(statusEvent(FAILING));
     await flush();
     expect(el.dataset.state).toBe('error');
-    expect(el.textContent).toMatch(/^Not hearing: The microphone is gone/);
+    // The state in a word; why, in a sentence of its own, whole.
+    expect(el.textContent).toBe('Not hearing');
     expect(el.title).toMatch(/unplugged/);
+    expect(mount.querySelector('#overlay-problems')!.textContent).toMatch(/Your microphone is not heard — USB Headset Microphone was unplugged\./);
     t.push(statusEvent(status()));
     await flush();
     expect(el.textContent).toBe('Not listening');

@@ -110,8 +110,11 @@ describe('overlay view', () => {
     await flush();
     const items = [...mount.querySelectorAll('.ov-insight')].map((li) => li.querySelector('.ov-text')?.textContent);
     expect(items).toEqual(['Mention the pilot', 'Ask about budget']);
-    // Only the followed call's insights and typing were read: no message list, no second stream.
-    expect(t.calls.map((c) => c.path)).toEqual(['/api/sessions', `/api/sessions/live-1/insights?limit=${OVERLAY_INSIGHTS}`, '/api/sessions/live-1/typing']);
+    // The followed call's insights, typing and newest messages (the pinned questions and answers
+    // come from the store, not from this window's memory), and the assistant's state: no second stream.
+    expect(t.calls.map((c) => c.path).sort()).toEqual(
+      ['/api/sessions', `/api/sessions/live-1/insights?limit=${OVERLAY_INSIGHTS}`, '/api/sessions/live-1/typing', '/api/sessions/live-1/messages?limit=200', '/api/assistant'].sort(),
+    );
 
     const input = mount.querySelector<HTMLInputElement>('#overlay-input')!;
     input.value = '  what next?  ';
