@@ -411,7 +411,14 @@ impl AudioUpdate {
 /// `http://` or `https://`, a host, no query, fragment or credentials.
 pub fn check_base_url(raw: &str) -> Result<url::Url, AudioError> {
     let bad = |why: &str| AudioError::bad("invalid_url", format!("`engine.base_url`: {why}"));
-    let u = url::Url::parse(raw.trim()).map_err(|e| bad(&e.to_string()))?;
+    let u = url::Url::parse(raw.trim()).map_err(|e| match e {
+        // The parser's words ("relative URL without a base") mean nothing to most people.
+        url::ParseError::RelativeUrlWithoutBase => bad(
+            "write the whole address, starting with http:// or https:// \
+             (for example http://127.0.0.1:8000)",
+        ),
+        e => bad(&e.to_string()),
+    })?;
     if !matches!(u.scheme(), "http" | "https") {
         return Err(bad("http:// or https:// only"));
     }
@@ -567,6 +574,14 @@ pub trait Ears: Send + Sync + 'static {
     /// Records `seconds` of one channel and transcribes them with the current engine (nothing
     /// is stored).
     fn test(&self, test: AudioTest) -> BoxFuture<'_, Result<AudioTestResult, AudioError>>;
+
+    /// Tries an engine (`None`: the saved one) on a short stretch of silence: one request to a
+    /// server, or loading a local model. The outcome of the saved engine's try is its status
+    /// too. (See [`crate::engine_check`].)
+    fn check_engine(
+        &self,
+        engine: Option<EngineUpdate>,
+    ) -> BoxFuture<'_, Result<crate::engine_check::EngineCheck, AudioError>>;
 
     /// Publishes the levels of both sources for the next `seconds` even while not listening
     /// (Settings shows its meters while it is open).

@@ -340,6 +340,7 @@ mod tests {
             speaker: None,
             delivery: Some("failed".into()),
             delivery_error: Some(r#"{"code":"x","message":"y"}"#.into()),
+            purpose: None,
             permission: Some(Box::new(PermissionCard {
                 request_id: "r".into(),
                 tool: "Bash".into(),

@@ -79,7 +79,12 @@ pub struct MessageRow {
     pub delivery_error: Option<String>,
     /// A permission card's fields (kind `permission` only).
     pub permission: Option<Box<PermissionCard>>,
+    /// Not an ordinary message: [`PURPOSE_SUMMARY_REQUEST`] (shown short, left out of search).
+    pub purpose: Option<String>,
 }
+
+/// The purpose of the user's "Summarise this call" (its text carries the transcript).
+pub const PURPOSE_SUMMARY_REQUEST: &str = "summary_request";
 
 /// What a permission card shows; settling it changes `state` and `resolver` in place.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -137,6 +142,11 @@ pub struct MessageView {
     )]
     #[schema(value_type = Option<String>)]
     pub resolver: Option<Option<String>>,
+    /// Only when the message is not an ordinary one: `summary_request` (the user's "Summarise
+    /// this call": its text carries the transcript for the assistant; shown as one short line,
+    /// not found by search).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<String>,
 }
 
 /// Serializes a row exactly as its [`MessageView`], without building one (the ingest hot path
@@ -173,6 +183,9 @@ impl Serialize for MessageJson<'_> {
             m.serialize_field("state", &p.state)?;
             m.serialize_field("resolver", &p.resolver)?;
         }
+        if let Some(p) = &r.purpose {
+            m.serialize_field("purpose", p)?;
+        }
         m.end()
     }
 }
@@ -202,6 +215,7 @@ impl From<&MessageRow> for MessageView {
             input_preview: r.permission.as_ref().map(|p| p.input_preview.clone()),
             state: r.permission.as_ref().map(|p| p.state.clone()),
             resolver: r.permission.as_ref().map(|p| p.resolver.clone()),
+            purpose: r.purpose.clone(),
         }
     }
 }
@@ -412,6 +426,7 @@ mod tests {
             speaker: None,
             delivery: Some("failed".into()),
             delivery_error: Some(r#"{"code":"x","message":"y"}"#.into()),
+            purpose: None,
             permission: None,
         };
         let same = |row: &MessageRow| {

@@ -20,7 +20,23 @@ pub trait Engine: Send + Sync + 'static {
     fn kind(&self) -> &'static str;
     /// Opens an utterance (a turn). May wait for a model to load.
     fn begin(&self) -> Result<Box<dyn Utterance>, EngineError>;
+
+    /// Tries the engine before a call needs it (Settings' Save and Test). By default, a turn of
+    /// [`CHECK_MS`] of silence: a server engine makes one short request, a model engine loads
+    /// its model and decodes it. Whatever it recognises is not used. An engine with a cheaper
+    /// way to know it works may say so here.
+    fn check(&self) -> Result<(), EngineError> {
+        let mut u = self.begin()?;
+        u.push(&vec![
+            0i16;
+            (crate::pcm::RATE as u64 * CHECK_MS / 1000) as usize
+        ])?;
+        u.finish().map(|_| ())
+    }
 }
+
+/// The silence [`Engine::check`] transcribes, in milliseconds.
+pub const CHECK_MS: u64 = 500;
 
 /// One turn being recognised. Not shared between threads; may move between them.
 pub trait Utterance: Send {

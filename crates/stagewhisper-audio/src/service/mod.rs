@@ -13,6 +13,7 @@
 //! - **Test** (`sound_check`: record a few seconds of a channel and transcribe them) and
 //!   **meters** (`levels`: levels without listening, for Settings).
 
+mod engine_check;
 mod levels;
 mod settings;
 mod sound_check;
@@ -28,8 +29,9 @@ use sound_check::record_and_transcribe;
 use stagewhisper_core::assistants::BoxFuture;
 use stagewhisper_core::audio::{
     AudioError, AudioSettings, AudioTest, AudioTestResult, AudioUpdate, AudioView, Channel, Ears,
-    EarsContext, EarsFactory, EngineSettings, SourceView,
+    EarsContext, EarsFactory, EngineSettings, EngineUpdate, SourceView,
 };
+use stagewhisper_core::engine_check::EngineCheck;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -379,6 +381,18 @@ impl Ears for AudioService {
         Box::pin(async move {
             let channel = test.channel.unwrap_or(Channel::Mic);
             let seconds = test.seconds.unwrap_or(3).clamp(1, 10);
+            // The call hears the same sources: what a test records would also become turns of
+            // the call's transcript.
+            if self.listening().is_some() {
+                return Err(AudioError {
+                    status: 409,
+                    code: "listening",
+                    message: "A call is being listened to: what a test records would go into \
+                              its transcript. Watch the call bar's meters, or stop listening \
+                              to test."
+                        .into(),
+                });
+            }
             let settings = self.shared.settings();
             let choice = settings.source(channel).clone();
             if choice.is_off() {
@@ -399,6 +413,18 @@ impl Ears for AudioService {
             let shared = self.shared.clone();
             self.blocking(move || record_and_transcribe(&shared, channel, &choice, src, seconds))
                 .await?
+        })
+    }
+
+    fn check_engine(
+        &self,
+        engine: Option<EngineUpdate>,
+    ) -> BoxFuture<'_, Result<EngineCheck, AudioError>> {
+        Box::pin(async move {
+            let settings = engine_check::settings_to_try(&self.shared, engine);
+            let shared = self.shared.clone();
+            self.blocking(move || engine_check::try_engine(&shared, settings))
+                .await
         })
     }
 

@@ -9,6 +9,7 @@
 //! | `DELETE /api/calls/{id}/listen` | `200 {"listening": false}` |
 //! | `POST /api/audio/test` `{channel?, seconds?}` | `200 {channel, source, seconds, peak, text}` |
 //! | `POST /api/audio/meters` `{seconds?}` | `200 {"ok": true}`: levels for a while without listening |
+//! | `POST /api/audio/engine/check` `{engine?}` | `200 {ok, code, kind, message, saved}`: the engine tried |
 
 use super::ApiState;
 use crate::answers::{ApiError, ApiResult, ErrorDoc, JsonBody, OkDoc, Param, Reply};
@@ -16,6 +17,7 @@ use crate::audio::{
     AudioError, AudioTest, AudioTestResult, AudioUpdate, AudioView, Ears, SourceView,
 };
 use crate::conversation::CoreError;
+use crate::engine_check::{EngineCheck, EngineCheckRequest};
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -33,6 +35,7 @@ pub fn routes() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(listen, stop_listening))
         .routes(routes!(test))
         .routes(routes!(meters))
+        .routes(routes!(check_engine))
 }
 
 impl From<AudioError> for ApiError {
@@ -130,6 +133,7 @@ async fn stop_listening(State(api): St, Param(id): Param) -> ApiResult {
     request_body(content = AudioTest, description = "optional"),
     responses((status = 200, body = AudioTestResult),
         (status = 400, body = ErrorDoc, description = "`invalid_field`; `channel_off`: that channel has no source"),
+        (status = 409, body = ErrorDoc, description = "`listening`: a call is being listened to (what the test records would go into its transcript)"),
         (status = 502, body = ErrorDoc, description = "`engine_failed`: the engine did not answer (the message says why)"),
         (status = 503, body = ErrorDoc, description = "`audio_unavailable`, `source_unavailable`")))]
 async fn test(State(api): St, JsonBody(b): JsonBody<AudioTest>) -> ApiResult {
@@ -154,4 +158,22 @@ async fn meters(State(api): St, JsonBody(b): JsonBody<Meters>) -> ApiResult {
     }
     ears.meters(seconds).await?;
     Ok(Reply::ok(OkDoc { ok: true }))
+}
+
+/// Tries a speech engine now (`engine` absent: the saved one) on half a second of silence: a
+/// server engine gets one short request, a local one loads its model. A failing engine is a
+/// `200` with `ok: false` and its code; the saved engine's outcome is also its status.
+#[utoipa::path(post, path = "/api/audio/engine/check", tag = "audio",
+    request_body(content = EngineCheckRequest, description = "optional"),
+    responses((status = 200, body = EngineCheck),
+        (status = 400, body = ErrorDoc, description = "`invalid_url`, `invalid_model`, `invalid_api_key`, `missing_field`, `invalid_field` (as `PUT /api/audio`)"),
+        (status = 503, body = ErrorDoc, description = "`audio_unavailable`: a build without audio")))]
+async fn check_engine(State(api): St, JsonBody(b): JsonBody<EngineCheckRequest>) -> ApiResult {
+    let ears = ears(&api)?;
+    let update = AudioUpdate {
+        engine: b.engine,
+        ..AudioUpdate::default()
+    };
+    update.check()?;
+    Ok(Reply::ok(ears.check_engine(update.engine).await?))
 }

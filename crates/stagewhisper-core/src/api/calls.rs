@@ -172,7 +172,7 @@ async fn summarise(State(api): St, Param(id): Param) -> ApiResult {
         ));
     }
     let text = summary::request_text(&call, &turns);
-    let m = c.user_message(&id, &text).await?;
+    let m = c.summary_request(&id, &text).await?;
     api.link.wake();
     Ok(Reply::new(StatusCode::CREATED, m))
 }

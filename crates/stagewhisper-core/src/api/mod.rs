@@ -553,6 +553,7 @@ mod tests {
             "DELETE /api/calls/{session_id}/listen",
             "POST /api/audio/test",
             "POST /api/audio/meters",
+            "POST /api/audio/engine/check",
         ];
         want.sort();
         assert_eq!(ops, want);

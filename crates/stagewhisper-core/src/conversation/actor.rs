@@ -68,6 +68,8 @@ pub(super) enum Cmd {
     UserMessage {
         session_id: String,
         text: String,
+        /// Not an ordinary message: `summary_request`.
+        purpose: Option<&'static str>,
         reply: Reply<MessageView>,
     },
     Typing {
@@ -578,8 +580,12 @@ impl Actor {
             Cmd::UserMessage {
                 session_id,
                 text,
+                purpose,
                 reply,
-            } => finish(reply, rules.user_message(&session_id, &text, events)),
+            } => finish(
+                reply,
+                rules.user_message(&session_id, &text, purpose, events),
+            ),
             Cmd::Typing { session_id, reply } => finish(reply, Ok(rules.typing_list(&session_id))),
             Cmd::Transcript {
                 session_id,

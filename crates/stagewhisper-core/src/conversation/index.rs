@@ -268,6 +268,7 @@ mod tests {
             speaker: None,
             delivery: None,
             delivery_error: None,
+            purpose: None,
             permission: None,
         };
         let mut idx = SessionIndex::default();
@@ -344,6 +345,7 @@ mod eviction_tests {
             speaker: None,
             delivery: None,
             delivery_error: None,
+            purpose: None,
             permission: None,
         }
     }

@@ -254,11 +254,33 @@ impl Conversation {
         session_id: &str,
         text: &str,
     ) -> Result<MessageView, CoreError> {
+        self.user_message_for(session_id, text, None).await
+    }
+
+    /// The user's "Summarise this call": a user message like any other (sent to the assistant
+    /// with the transcript in its text), marked [`crate::model::PURPOSE_SUMMARY_REQUEST`] so it
+    /// is shown short and left out of search.
+    pub async fn summary_request(
+        &self,
+        session_id: &str,
+        text: &str,
+    ) -> Result<MessageView, CoreError> {
+        let purpose = Some(crate::model::PURPOSE_SUMMARY_REQUEST);
+        self.user_message_for(session_id, text, purpose).await
+    }
+
+    async fn user_message_for(
+        &self,
+        session_id: &str,
+        text: &str,
+        purpose: Option<&'static str>,
+    ) -> Result<MessageView, CoreError> {
         let session_id = session_id.to_string();
         let text = text.to_string();
         self.call(|reply| Cmd::UserMessage {
             session_id,
             text,
+            purpose,
             reply,
         })
         .await

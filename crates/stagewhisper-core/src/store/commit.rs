@@ -34,7 +34,8 @@ pub fn index_batch(db: &mut RawConn, max_rows: i64) -> Result<i64, StoreError> {
         db.execute(
             "INSERT INTO messages_fts (rowid, text) SELECT id, text FROM messages \
              WHERE id > ? AND id <= ? \
-               AND kind IN ('user', 'assistant', 'transcript') AND draft = 0 AND hidden = 0",
+               AND kind IN ('user', 'assistant', 'transcript') AND draft = 0 AND hidden = 0 \
+               AND purpose IS NULL",
             &[upto.into(), last.into()],
         )?;
         db.execute(
@@ -166,6 +167,7 @@ fn apply_all(db: &mut RawConn, ops: &[&Op]) -> Result<(), RawError> {
                 (&m.delivery_error).into(),
                 (*logged).into(),
                 cards.get(offset + i).unwrap_or(NO_CARD).into(),
+                (&m.purpose).into(),
             ]);
         }
         offset += rows.len();
@@ -217,11 +219,11 @@ struct InsertSql {
 }
 
 static INSERT_MESSAGES: InsertSql = InsertSql {
-    head:
-        "INSERT OR ROLLBACK INTO messages (id, session_id, kind, text, message_id, task_id, \
+    head: "INSERT OR ROLLBACK INTO messages (id, session_id, kind, text, message_id, task_id, \
            user_message_id, scope, content_key, error_code, occurred_at, received_at, sort_key, \
-           draft, draft_key, hidden, speaker, delivery, delivery_error, logged, permission) VALUES ",
-    columns: 21,
+           draft, draft_key, hidden, speaker, delivery, delivery_error, logged, permission, \
+           purpose) VALUES ",
+    columns: 22,
     texts: std::sync::OnceLock::new(),
 };
 

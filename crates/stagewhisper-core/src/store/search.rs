@@ -186,9 +186,10 @@ impl Store {
     }
 }
 
-/// The rows the search index holds (the condition of migration 0009's triggers).
+/// The rows the search index holds (the condition of migration 0011's triggers): a message
+/// with a purpose (a summary request, which carries the transcript) is left out.
 const INDEXED_ROWS: &str =
-    "kind IN ('user', 'assistant', 'transcript') AND draft = 0 AND hidden = 0";
+    "kind IN ('user', 'assistant', 'transcript') AND draft = 0 AND hidden = 0 AND purpose IS NULL";
 
 /// A search over one FTS5 table (`table` as named in FROM, `name` as the MATCH and `snippet()`
 /// name it), newest first. Binds: hit open, hit close, the query, the limit.
@@ -261,6 +262,7 @@ mod tests {
             speaker: None,
             delivery: None,
             delivery_error: None,
+            purpose: None,
             permission: None,
         }
     }

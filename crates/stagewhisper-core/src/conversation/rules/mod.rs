@@ -298,6 +298,7 @@ impl Rules {
             speaker: None,
             delivery: None,
             delivery_error: None,
+            purpose: None,
             permission: None,
         }
     }

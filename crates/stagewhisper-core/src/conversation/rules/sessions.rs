@@ -182,6 +182,7 @@ impl Rules {
         &mut self,
         session_id: &str,
         text: &str,
+        purpose: Option<&'static str>,
         events: &mut Vec<Event>,
     ) -> Result<MessageView, CoreError> {
         if self.live_chat(session_id).is_none() {
@@ -197,6 +198,7 @@ impl Rules {
         row.scope = Some(message_id);
         row.occurred_at = Some(row.received_at.clone());
         row.delivery = Some(DeliveryState::Pending.as_str().into());
+        row.purpose = purpose.map(str::to_string);
         let view = MessageView::from(&row);
         self.insert_row(row, &Route::Chat, events);
         Ok(view)
