@@ -141,8 +141,10 @@ describe('Settings → Audio when the app cannot hear', { skip: reason ?? false 
       // Listening is an intent: with no sound server the status fails, in words.
       if ((await page.locator('#listen-toggle').getAttribute('aria-pressed')) !== 'true') await page.locator('#listen-toggle').click();
       await page.waitForSelector('#audio-status[data-state="error"]', { timeout: 15_000 });
-      const words = await status.innerText();
-      assert.match(words, /^Not hearing: \S/);
+      // The chip says the state; the reason is one whole sentence under the call bar.
+      assert.equal(await status.innerText(), 'Not hearing');
+      const words = await page.locator('#call-problems').innerText();
+      assert.match(words, /is heard — \S|is not heard — \S|Not hearing the call — \S/);
       assert.doesNotMatch(words, /Not hearing: Not hearing/, 'said once');
       const st = (await api(ready, 'GET', '/api/audio')).json.status;
       assert.equal(st.state, 'error');

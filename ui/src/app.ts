@@ -339,7 +339,7 @@ export class App {
     }
     if (first && !this.activeId) {
       const live = this.store.sessionList().find((s) => s.is_call && !s.ended_at);
-      if (live) this.open(live.session_id, null);
+      if (live) this.open(live.session_id, this.tab === 'chat' ? 'call' : null);
     }
     if (this.activeId) {
       const c = this.store.conv(this.activeId);
@@ -806,7 +806,9 @@ export class App {
    */
   private renderFirstRun(): void {
     const a = this.store.assistant;
-    this.firstRun.render(a, !!this.store.audio, this.tab === 'settings');
+    // During a call the Call tab needs the room: the guide waits (the chips and the chat say it).
+    const inCall = this.tab === 'call' && callMode(this.activeSession()) !== 'none';
+    this.firstRun.render(a, !!this.store.audio, this.tab === 'settings' || inCall);
     const none = needsFirstRun(a);
     this.chat.setNotice(none ? this.noAssistantNotice('chat') : null);
     if (none !== this.noAssistantShown) {
@@ -1176,7 +1178,8 @@ export class App {
       case 'session-created':
         // A new call takes the screen: that is what the user is about to talk in.
         if (c.session.is_call && !c.session.ended_at && this.activeId !== c.session.session_id) {
-          this.open(c.session.session_id, null);
+          // From the chat (where the app opens) to the Call tab: transcript and insights together.
+          this.open(c.session.session_id, this.tab === 'chat' ? 'call' : null);
         }
         break;
       case 'session-deleted':
@@ -1288,7 +1291,8 @@ export class App {
         state.push(h('span', { class: 'call-label muted' }, 'No call in progress'));
       }
       // The Transcript tab has its own "Summarise this call" at its head: one on screen at a time.
-      if (s && s.is_call && s.ended_at && this.tab !== 'transcript') actions.push(...this.summariseControls(s, 'summarise-call', true));
+      // The Call tab's review has it in its summary card.
+      if (s && s.is_call && s.ended_at && this.tab !== 'transcript' && this.tab !== 'call') actions.push(...this.summariseControls(s, 'summarise-call', true));
       if (live && live.session_id !== this.activeId) {
         const back = h('button', { class: 'btn', type: 'button', id: 'go-live' }, 'Back to live call');
         back.addEventListener('click', () => this.open(live.session_id, 'call'));

@@ -371,8 +371,9 @@ export class ListenControls {
     this.meters.hidden = !this.on;
     this.chip.className = `chip chip-button ${c.cls}`;
     this.chip.dataset.state = c.state;
-    // The error (or the backlog) in words on the bar itself; otherwise the short state.
-    this.chip.textContent = c.state === 'error' ? notHearingText(c.title, 48) : c.text;
+    // The state in a word or two: why is one whole sentence under the call bar (live/status.ts),
+    // never a sentence cut to fit a chip.
+    this.chip.textContent = c.text;
     this.chip.title = `${c.title}\n(Settings → Audio)`.trim();
     this.chip.setAttribute('aria-label', `${c.text}. ${c.title} Open the audio settings.`);
   }

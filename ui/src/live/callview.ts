@@ -35,13 +35,13 @@ export class CallView {
   private composer: HTMLElement;
   private input: HTMLTextAreaElement;
   private sendBtn: HTMLButtonElement;
-  private error = h('div', { class: 'composer-error', id: 'live-error', role: 'alert', hidden: true });
+  private error = h('div', { class: 'live-error', id: 'live-error', role: 'alert', hidden: true });
   private empty = h('p', { class: 'empty-state live-empty', hidden: true });
   private lastKey = '';
 
   constructor(private actions: CallViewActions) {
     this.input = h('textarea', {
-      class: 'composer-input live-input',
+      class: 'live-input',
       id: 'live-input',
       rows: '1',
       maxlength: '8000',
@@ -60,7 +60,7 @@ export class CallView {
     this.composer = h(
       'form',
       { class: 'live-composer', 'aria-label': 'Ask your assistant' },
-      h('div', { class: 'composer-row' }, this.input, this.sendBtn, chat),
+      h('div', { class: 'live-row' }, this.input, this.sendBtn, chat),
       this.error,
     );
     this.composer.addEventListener('submit', (e) => {

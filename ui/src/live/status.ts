@@ -42,11 +42,19 @@ export function audioProblems(a: Audio | null, call: string | null): Problem[] {
   } else if (waiting > 0) {
     out.push({ key: 'backlog', level: 'warn', text: `Transcribing late — ${turns(waiting)} waiting, nothing lost.` });
   }
-  for (const c of st.channels) {
-    if (c.state !== 'error') continue;
-    const who = c.channel === 'mic' ? 'Your microphone' : 'The call’s audio';
-    const why = c.detail.trim().replace(/\.$/, '');
-    out.push({ key: `channel-${c.channel}`, level: 'bad', text: `${who} is not heard — ${why ? lowerFirst(why) : 'the sound server does not answer'}.` });
+  const down = st.channels.filter((c) => c.state === 'error');
+  const why = (d: string) => {
+    const w = d.trim().replace(/\.$/, '');
+    return w ? lowerFirst(w) : 'the sound server does not answer';
+  };
+  if (down.length > 1 && down.every((c) => c.detail.trim() === down[0].detail.trim())) {
+    // The same cause for both: said once.
+    out.push({ key: 'channels', level: 'bad', text: `Neither your microphone nor the call’s audio is heard — ${why(down[0].detail)}.` });
+  } else {
+    for (const c of down) {
+      const who = c.channel === 'mic' ? 'Your microphone' : 'The call’s audio';
+      out.push({ key: `channel-${c.channel}`, level: 'bad', text: `${who} is not heard — ${why(c.detail)}.` });
+    }
   }
   if (st.backlog.dropped_seconds > 0) {
     out.push({ key: 'dropped', level: 'bad', text: `The backlog was full — the oldest ${Math.round(st.backlog.dropped_seconds)} s of speech were dropped.` });
