@@ -70,9 +70,11 @@ describe('the first ten minutes in the browser', { skip: reason ?? false }, () =
     await both('first-run');
     // At 760 px the header keeps its controls in view (wrapped, not cut off).
     await page.setViewportSize(NARROW);
-    for (const sel of ['#open-overlay', '#assistant-status', '#tunnel-status', '#start-call']) {
+    for (const sel of ['#open-overlay', '#assistant-status', '#start-call']) {
       assert.ok(await onScreen(sel), `${sel} on screen at 760 px`);
     }
+    // No tunnel set up: no "Tunnel: off" jargon on the first screen.
+    assert.equal(await page.locator('#tunnel-status').isVisible(), false);
     await page.setViewportSize(WIDE);
     await page.locator('#first-run-connect').click();
     assert.equal(await page.locator('#tab-settings').getAttribute('aria-selected'), 'true');

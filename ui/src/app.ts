@@ -794,6 +794,8 @@ export class App {
   private renderTunnelChip(): void {
     const c = tunnelChip(this.store.tunnel);
     this.tunnelChip.textContent = c.text;
+    // No tunnel set up: nothing to say on the first screen (Settings → Tunnel has it).
+    this.tunnelChip.hidden = c.state === 'off' && !this.store.tunnel?.kind;
     this.tunnelChip.className = `chip chip-button ${c.cls}`;
     this.tunnelChip.dataset.state = c.state;
     this.tunnelChip.title = c.title;
@@ -1309,6 +1311,8 @@ export class App {
       }
     }
     this.callState.replaceChildren(...state);
+    // While End call asks, the bar makes room for the question (the meters step aside).
+    this.callState.parentElement?.classList.toggle('is-confirming', !!this.confirmingEnd && this.confirmingEnd.sid === s?.session_id);
     this.renderListen();
     // Keep focus on the button the user just pressed, if it is re-created.
     const focusedId = (document.activeElement as HTMLElement | null)?.id;

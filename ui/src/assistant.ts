@@ -386,10 +386,16 @@ export class AssistantSettings {
       (this.linkInfo = h(
         'div',
         { class: 'assistant-info', 'aria-label': 'What the link reports', role: 'group' },
-        info('Delivery', this.infoDelivery),
-        info('Event stream', this.infoEvents),
         info('Callback URL', this.infoCallback, copyBtn),
         info('Last error', this.infoLastError),
+        // How replies travel is for whoever sets the assistant up, not for a first look.
+        h(
+          'details',
+          { class: 'assistant-tech', id: 'assistant-tech' },
+          h('summary', null, 'Technical details'),
+          info('Delivery', this.infoDelivery),
+          info('Event stream', this.infoEvents),
+        ),
       )),
     );
     this.render(null);

@@ -241,7 +241,8 @@ export class HistoryView {
         h('span', { class: `history-kind ${s.is_call ? 'is-call' : 'is-chat'}`, 'aria-hidden': 'true' }, s.is_call ? '☎' : '✎'),
         h('span', { class: 'history-main' }, h('span', { class: 'history-title' }, sessionTitle(s)), h('span', { class: 'history-meta' }, meta)),
         live ? h('span', { class: 'chip chip-live' }, 'Live') : null,
-        s.session_id === activeId ? h('span', { class: 'chip' }, 'Open') : null,
+        // A state, not a button: plain words, not a pill.
+        s.session_id === activeId ? h('span', { class: 'history-open-now' }, 'open now') : null,
       );
       btn.addEventListener('click', () => this.actions.open(s.session_id));
       if (this.editing?.sid === s.session_id) {

@@ -189,7 +189,7 @@ export class TranscriptView {
         : !conv.transcriptLoaded && !conv.loaded
           ? 'Loading…'
           : live
-            ? 'No transcript yet. Press Listen in the call bar and what you and the other side say appears here as it is heard; turns can also be added by hand below, or posted to the call (POST /api/calls/{id}/transcript).'
+            ? 'No transcript yet. Press Listen in the call bar and what you and the other side say appears here as it is heard; turns can also be added by hand on the Transcript tab, or posted to the call (POST /api/calls/{id}/transcript).'
             : 'This call has no transcript.';
     this.count.textContent = turns.length ? (turns.length === 1 ? '1 turn' : `${turns.length} turns`) + (conv?.transcriptOlder ? ' (latest)' : '') : '';
     this.olderBtn.hidden = !conv?.transcriptOlder || !this.actions.loadOlder;
