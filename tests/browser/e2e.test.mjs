@@ -393,6 +393,8 @@ describe('web UI against the headless app', { skip: reason ?? false }, () => {
       const r = await api(ready, 'POST', '/api/calls', {});
       const sid = r.json.session_id;
       await p.waitForSelector(`.app[data-session="${sid}"]`);
+      // A new call opens on the Call tab: this test reads the chat.
+      await p.keyboard.press('Control+1');
       await say(sid, 'before the drop 0');
       await p.waitForFunction(() => document.querySelector('#messages')?.innerText.includes('before the drop 0'));
       const cursorBefore = Number(await p.locator('.app').getAttribute('data-cursor'));
