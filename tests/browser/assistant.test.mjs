@@ -166,6 +166,8 @@ describe('web UI: the assistant link', { skip: reason ?? false }, () => {
     assert.match(await token.getAttribute('placeholder'), /leave empty to keep/);
     assert.equal(await baseUrl.inputValue(), fake.url);
     assert.match(await page.locator('#assistant-detail').innerText(), /Connected/);
+    // How replies travel is folded under "Technical details" (not first-screen words).
+    await page.locator('#assistant-tech > summary').click();
     assert.equal(await page.locator('#assistant-events-support').innerText(), 'Not offered', 'the fake has no GET /v1/events (404)');
     assert.match(await page.locator('#assistant-events').innerText(), /404/);
     assert.match(await page.locator('#assistant-delivery').innerText(), /callback URL/);
