@@ -192,6 +192,7 @@ mod tests {
             input_preview: None,
             state: None,
             resolver: None,
+            purpose: None,
         }
     }
 
