@@ -40,7 +40,8 @@ export function plainEngineWords(message: string): string {
  */
 export function checkSentence(c: EngineCheck, afterSave: boolean): string {
   const server = c.kind === 'openai';
-  const why = plainEngineWords(c.message);
+  // The sentence says "the server does not answer" already: not twice.
+  const why = plainEngineWords(c.message).replace(/^the transcription server at \S+ is not answering:\s*/i, '');
   if (c.ok) return `${afterSave ? 'Saved. ' : ''}${server ? 'The transcription server answered.' : 'The speech engine is ready.'}`;
   const what =
     c.code === 'down'
