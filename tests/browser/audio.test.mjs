@@ -295,7 +295,9 @@ describe('hearing a call through a private PulseAudio', { skip: reason ?? (audio
   });
 
   it('the overlay shows that it is listening; Stop listening stops', async () => {
-    const [popup] = await Promise.all([browser.context.waitForEvent('page'), page.click('#open-overlay')]);
+    // Start call opened the overlay already (the Overlay button would bring that same window).
+    const opened = browser.context.pages().find((p) => /view=overlay/.test(p.url()));
+    const popup = opened ?? (await Promise.all([browser.context.waitForEvent('page'), page.click('#open-overlay')]))[0];
     await popup.waitForSelector(`#overlay[data-conn="live"][data-call="${sid}"]`, { timeout: 15_000 });
     await popup.waitForSelector('#overlay-hearing[data-state="listening"]', { timeout: 10_000 });
     assert.equal(await popup.locator('#overlay-hearing').innerText(), 'Listening');

@@ -450,6 +450,27 @@ describe('the failure state through a private PulseAudio', { skip: reason ?? (au
       await row.waitFor({ timeout: 10_000 });
       assert.match(await row.innerText(), /waits to be transcribed/);
       await page.screenshot({ path: shot(`failure-${width}`) });
+      // The overlay (opened with the call) says the same, whole.
+      const ov = browser.context.pages().find((p) => /view=overlay/.test(p.url()));
+      assert.ok(ov, 'the overlay opened with the call');
+      await ov.setViewportSize({ width: 380, height: 460 });
+      const ovSentence = ov.locator('#overlay-problems [data-key="engine"]');
+      await ovSentence.waitFor({ timeout: 20_000 });
+      assert.match(await ovSentence.innerText(), /^Transcription server not answering — \d+ turns? waiting, nothing lost\.$/);
+      assert.ok(await inViewport(ovSentence));
+      assert.equal(await ov.locator('#overlay-hearing').innerText(), 'Not hearing');
+      await ov.screenshot({ path: shot(`overlay-failure-${width}`) });
+      // The microphone test never records into the call: refused while it is listened to, and
+      // Settings' Test buttons say why.
+      const t = await api(ready, 'POST', '/api/audio/test', { channel: 'mic', seconds: 1 });
+      assert.equal(t.status, 409, JSON.stringify(t.json));
+      assert.equal(t.json.error, 'listening');
+      await page.click('#tab-settings');
+      const testBtn = page.locator('#audio-test-mic');
+      await testBtn.waitFor();
+      assert.equal(await testBtn.isDisabled(), true);
+      assert.match(await testBtn.getAttribute('title'), /Stop listening to test/);
+      await page.click('#tab-call');
       await toggle.click();
       await page.waitForSelector('#listen-toggle[aria-pressed="false"]', { timeout: 15_000 });
       assert.equal(await toggle.innerText(), 'Listen');
