@@ -1313,6 +1313,7 @@ export class App {
     this.callState.replaceChildren(...state);
     // While End call asks, the bar makes room for the question (the meters step aside).
     this.callState.parentElement?.classList.toggle('is-confirming', !!this.confirmingEnd && this.confirmingEnd.sid === s?.session_id);
+    this.callState.parentElement?.classList.toggle('is-live', !!s && s.is_call && !s.ended_at);
     this.renderListen();
     // Keep focus on the button the user just pressed, if it is re-created.
     const focusedId = (document.activeElement as HTMLElement | null)?.id;
