@@ -381,18 +381,6 @@ impl Ears for AudioService {
         Box::pin(async move {
             let channel = test.channel.unwrap_or(Channel::Mic);
             let seconds = test.seconds.unwrap_or(3).clamp(1, 10);
-            // The call hears the same sources: what a test records would also become turns of
-            // the call's transcript.
-            if self.listening().is_some() {
-                return Err(AudioError {
-                    status: 409,
-                    code: "listening",
-                    message: "A call is being listened to: what a test records would go into \
-                              its transcript. Watch the call bar's meters, or stop listening \
-                              to test."
-                        .into(),
-                });
-            }
             let settings = self.shared.settings();
             let choice = settings.source(channel).clone();
             if choice.is_off() {
@@ -410,6 +398,18 @@ impl Ears for AudioService {
                 code: "source_unavailable",
                 message: capitalise(&why) + ".",
             })?;
+            // The call hears the same sources: what a test records would also become turns of
+            // the call's transcript.
+            if self.listening().is_some() {
+                return Err(AudioError {
+                    status: 409,
+                    code: "listening",
+                    message: "A call is being listened to: what a test records would go into \
+                              its transcript. Watch the call bar's meters, or stop listening \
+                              to test."
+                        .into(),
+                });
+            }
             let shared = self.shared.clone();
             self.blocking(move || record_and_transcribe(&shared, channel, &choice, src, seconds))
                 .await?
