@@ -470,6 +470,12 @@ describe('the failure state through a private PulseAudio', { skip: reason ?? (au
       await testBtn.waitFor();
       assert.equal(await testBtn.isDisabled(), true);
       assert.match(await testBtn.getAttribute('title'), /Stop listening to test/);
+      // Settings says what waits once, without the OS's error number.
+      const card = await page.locator('#settings-audio').innerText();
+      assert.equal((card.match(/\bturns? \(|\bturns? wait|\bturns? .*kept/g) ?? []).length, 1, card);
+      assert.doesNotMatch(card, /os error \d+/);
+      await page.locator('#settings-audio').evaluate((el) => el.scrollIntoView({ block: 'start' }));
+      await page.screenshot({ path: shot(`settings-failure-${width}`) });
       await page.click('#tab-call');
       await toggle.click();
       await page.waitForSelector('#listen-toggle[aria-pressed="false"]', { timeout: 15_000 });
