@@ -249,6 +249,7 @@ pub fn core_config(cli: Cli) -> Config {
     // Both binaries hear the call (the sound server is found at run time; without one the
     // audio routes say why).
     config.ears = Some(stagewhisper_audio::factory());
+    config.models = Some(stagewhisper_audio::models::factory());
     config
 }
 
