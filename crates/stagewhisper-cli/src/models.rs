@@ -77,7 +77,10 @@ fn list(dir: &Path, catalog: &Catalog, format: &str) -> Result<(), ModelError> {
     let view = shelf::list(dir, catalog, &HashMap::new());
     let mut out = std::io::stdout().lock();
     let text = if format == "json" {
-        format!("{}\n", serde_json::to_string_pretty(&view).expect("serializes"))
+        format!(
+            "{}\n",
+            serde_json::to_string_pretty(&view).expect("serializes")
+        )
     } else {
         let mut t = format!(
             "{:<16} {:>10} {:<13} {:<10} PATH\n",
@@ -110,9 +113,7 @@ fn list(dir: &Path, catalog: &Catalog, format: &str) -> Result<(), ModelError> {
 }
 
 fn run_download(dir: &Path, catalog: &Catalog, name: &str) -> Result<(), ModelError> {
-    let entry = catalog
-        .get(name)
-        .ok_or_else(|| ModelError::unknown(name))?;
+    let entry = catalog.get(name).ok_or_else(|| ModelError::unknown(name))?;
     let target = dir.join(&entry.file);
     if target.is_file() {
         return Err(ModelError::new(
@@ -142,7 +143,13 @@ fn run_download(dir: &Path, catalog: &Catalog, name: &str) -> Result<(), ModelEr
             eprintln!("{line}");
         }
     };
-    let result = download(entry, dir, &Stop::default(), &Options::default(), &mut report);
+    let result = download(
+        entry,
+        dir,
+        &Stop::default(),
+        &Options::default(),
+        &mut report,
+    );
     if tty {
         eprintln!();
     }
