@@ -112,7 +112,7 @@ impl Header {
     /// Reads and checks the header of a file.
     pub fn read(path: &Path) -> Result<Header, String> {
         let mut f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-        let mut buf = vec![0; HEADER_LEN];
+        let mut buf = [0; HEADER_LEN];
         let mut got = 0;
         while got < HEADER_LEN {
             match f.read(&mut buf[got..]).map_err(|e| e.to_string())? {
