@@ -13,6 +13,7 @@
 import { describeError, plainError } from './errors';
 import { apiError, audioErrorField, backlogText, hostOf, isLoopbackUrl, LevelMeter, METERS_RENEW_MS, METERS_SECONDS, normSources, sourceOptions, TEST_SECONDS, type AudioField } from './audio';
 import { h } from './dom';
+import { ModelSettings } from './settings/models';
 import type { ApiResponse } from './transport';
 import type { Audio, AudioChannel, AudioLevels, AudioSource } from './types';
 
@@ -78,6 +79,8 @@ type Field = AudioField;
 
 export class AudioSettings {
   readonly card: HTMLElement;
+  /** Settings → Audio → Model (settings/models.ts). */
+  readonly models: ModelSettings;
   private a: Audio | null = null;
   private unavailable: string | null = null;
   /** The sources as last listed (null: not listed, see `sourcesError`). */
@@ -261,6 +264,7 @@ export class AudioSettings {
       h('div', { class: 'setting-field' }, h('label', { class: 'mode-option', for: 'audio-listen-on-start' }, this.listenOnStart, h('span', null, 'Start listening when I start a call'))),
     );
     this.pipelineOnly = [this.sourceFields, newCalls, form];
+    this.models = new ModelSettings(actions);
     this.card = h(
       'fieldset',
       { class: 'card', id: 'settings-audio', tabindex: '-1' },
@@ -271,6 +275,7 @@ export class AudioSettings {
       this.sourceFields,
       newCalls,
       form,
+      this.models.el,
     );
     this.render(null, null);
   }
@@ -287,6 +292,7 @@ export class AudioSettings {
     if (on === this.visible) return;
     this.visible = on;
     clearTimeout(this.renewTimer);
+    this.models.setVisible(on);
     if (on) void this.load();
   }
 
