@@ -558,6 +558,11 @@ mod tests {
             "DELETE /api/calls/{session_id}/listen",
             "POST /api/audio/test",
             "POST /api/audio/meters",
+            "GET /api/models",
+            "POST /api/models/{name}/download",
+            "DELETE /api/models/{name}/download",
+            "POST /api/models/import",
+            "DELETE /api/models/{name}",
         ];
         want.sort();
         assert_eq!(ops, want);
