@@ -443,6 +443,12 @@ async fn models_a_wrong_checksum_is_refused_and_removed_and_no_server_is_no_netw
     let last = until_end(&mut ev, "test-404").await.pop().unwrap();
     assert_eq!(last["error"], "server_refused", "{last}");
     assert!(last["message"].as_str().unwrap().contains("404"), "{last}");
+    // No byte arrived: no part file is left to resume.
+    assert!(
+        dir_files(&data.join("models")).is_empty(),
+        "{:?}",
+        dir_files(&data.join("models"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

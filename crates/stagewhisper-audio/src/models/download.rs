@@ -193,7 +193,12 @@ pub fn download(
             Ok(target)
         }
         Err(e) => {
-            if matches!(e.code, "cancelled" | "checksum_mismatch" | "disk_full") {
+            // What is worth nothing is removed: a part to throw away, or one with no byte yet
+            // (not another process's: that one is locked and still running).
+            let empty = std::fs::metadata(&part_file).is_ok_and(|m| m.len() == 0);
+            if matches!(e.code, "cancelled" | "checksum_mismatch" | "disk_full")
+                || (empty && e.code != "download_in_progress")
+            {
                 let _ = std::fs::remove_file(&part_file);
             }
             Err(e)
