@@ -4,9 +4,9 @@
 //! The pinned values are the repository's Git LFS object ids (the SHA-256 of each file) and
 //! sizes, as of its revision `5359861c739e955e79d9a303bcbc70fb988958b1`; each was found pinned,
 //! identically, by at least two independent public projects that download these files (desktop
-//! and mobile apps' model catalogues, Nix `fetchurl` hashes, Buzz's whisper.cpp loader). A model
-//! whose hash could not be confirmed so is not in the list (medium and large: too slow for live
-//! calls on a laptop's CPU anyway).
+//! and mobile apps' model catalogues, Nix `fetchurl` hashes, Buzz's whisper.cpp loader); a model
+//! whose hash could not be confirmed so would be left out. Medium and large are left out on
+//! purpose: too slow for live calls on a laptop's CPU (a file of them can still be imported).
 //!
 //! [`CATALOG_ENV`] names a JSON file that replaces the list (same schema as
 //! [`Catalog::to_json`]): a mirror, an offline install that serves the files from its own
