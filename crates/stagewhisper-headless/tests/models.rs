@@ -524,9 +524,10 @@ async fn models_resume_after_the_app_is_killed_and_cancel_removes_what_arrived()
     assert_eq!(log[n - 1], ("/c.bin".to_string(), want), "{log:?}");
     assert!(std::fs::read(data.join("models/ggml-test-c.bin")).unwrap() == file);
     assert!(!part.exists());
-    // Cancel: the download stops and what arrived is removed.
+    // Cancel: the download stops and what arrived is removed (while bytes keep coming fast:
+    // every 20 ms).
     assert_eq!(ui.delete("/api/models/test-c").await.status, 200);
-    server.set(|s| s.throttle = Some(Duration::from_millis(40)));
+    server.set(|s| s.throttle = Some(Duration::from_millis(20)));
     assert_eq!(
         ui.post("/api/models/test-c/download", &json!({}))
             .await

@@ -404,13 +404,13 @@ async fn until_stopped<T>(
 ) -> Result<T, Attempt> {
     tokio::pin!(fut);
     loop {
+        // Checked before each wait too: a server that never pauses 100 ms must not outrun it.
+        if let Some(e) = stop.error() {
+            return Err(Attempt::Fatal(e));
+        }
         tokio::select! {
             v = &mut fut => return Ok(v),
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {
-                if let Some(e) = stop.error() {
-                    return Err(Attempt::Fatal(e));
-                }
-            }
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
     }
 }
@@ -472,5 +472,41 @@ fn check_answer(
                 Err(Attempt::Fatal(e))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_is_seen_even_when_the_bytes_never_pause() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let stop = Stop::default();
+        assert!(matches!(
+            rt.block_on(until_stopped(&stop, async { 7 })),
+            Ok(7)
+        ));
+        // A server whose bytes are always ready: the cancel is still seen before the next read.
+        stop.cancel();
+        let r = rt.block_on(until_stopped(&stop, async { 7 }));
+        assert!(matches!(r, Err(Attempt::Fatal(e)) if e.code == "cancelled"));
+        // An interrupt after a cancel stays a cancel (the part file is removed).
+        stop.interrupt();
+        assert_eq!(stop.error().unwrap().code, "cancelled");
+        let s = Stop::default();
+        s.interrupt();
+        assert_eq!(s.error().unwrap().code, "interrupted");
+    }
+
+    #[test]
+    fn the_part_file_is_beside_the_target() {
+        assert_eq!(
+            part_path(Path::new("/d/models/ggml-tiny.en.bin")),
+            PathBuf::from("/d/models/ggml-tiny.en.bin.part")
+        );
     }
 }
