@@ -235,6 +235,7 @@ export class App {
     this.barWarn = h('div', { class: 'bar-warn', id: 'bar-warn', role: 'alert', hidden: true });
     this.authBanner = h('div', { class: 'auth-banner', hidden: true });
     this.firstRun = new FirstRunGuide({
+      api: (method, path, body) => this.api(method, path, body),
       openAssistant: () => this.openAssistantSettings(),
       openAudio: () => {
         this.setTab('settings');
@@ -1173,6 +1174,7 @@ export class App {
         this.settings.audio.levels(this.store.levels);
         return;
       case 'live':
+        this.settings.audio.models.onEvent(c.event); // a model download's progress
         return; // applied by the store already (levels, partials, status)
       case 'partials':
         if (c.sessionId === this.activeId) this.transcript.renderPartials(this.store.partialsOf(c.sessionId));

@@ -14,6 +14,7 @@ import { describeError, plainError } from './errors';
 import { checkEngine, checkSentence, draftEngineNotice, plainEngineWords } from './live/enginecheck';
 import { apiError, audioErrorField, backlogText, LevelMeter, METERS_RENEW_MS, METERS_SECONDS, normSources, sourceOptions, TEST_SECONDS, type AudioField } from './audio';
 import { h } from './dom';
+import { ModelSettings } from './settings/models';
 import type { ApiResponse } from './transport';
 import type { Audio, AudioChannel, AudioLevels, AudioSource } from './types';
 
@@ -79,6 +80,8 @@ type Field = AudioField;
 
 export class AudioSettings {
   readonly card: HTMLElement;
+  /** Settings → Audio → Model (settings/models.ts). */
+  readonly models: ModelSettings;
   private a: Audio | null = null;
   private unavailable: string | null = null;
   /** The sources as last listed (null: not listed, see `sourcesError`). */
@@ -266,6 +269,7 @@ export class AudioSettings {
       h('div', { class: 'setting-field' }, h('label', { class: 'mode-option', for: 'audio-listen-on-start' }, this.listenOnStart, h('span', null, 'Start listening when I start a call'))),
     );
     this.pipelineOnly = [this.sourceFields, newCalls, form];
+    this.models = new ModelSettings(actions);
     this.card = h(
       'fieldset',
       { class: 'card', id: 'settings-audio', tabindex: '-1' },
@@ -276,6 +280,7 @@ export class AudioSettings {
       this.sourceFields,
       newCalls,
       form,
+      this.models.el,
     );
     this.render(null, null);
   }
@@ -292,6 +297,7 @@ export class AudioSettings {
     if (on === this.visible) return;
     this.visible = on;
     clearTimeout(this.renewTimer);
+    this.models.setVisible(on);
     if (on) void this.load();
   }
 

@@ -4,9 +4,10 @@
 // configured; "Not now" hides it for this window only.
 
 import { h } from './dom';
+import { RecommendedModel, type ModelsActions } from './settings/models';
 import type { Assistant } from './types';
 
-export interface FirstRunActions {
+export interface FirstRunActions extends ModelsActions {
   /** Settings → Assistant. */
   openAssistant(): void;
   /** Settings → Hearing the call. */
@@ -32,6 +33,7 @@ export function needsFirstRun(a: Assistant | null): boolean {
 export class FirstRunGuide {
   readonly el: HTMLElement;
   private audioBtn: HTMLButtonElement;
+  private model: RecommendedModel;
   private later = laterChosen();
 
   constructor(actions: FirstRunActions) {
@@ -39,6 +41,7 @@ export class FirstRunGuide {
     connect.addEventListener('click', () => actions.openAssistant());
     this.audioBtn = h('button', { class: 'btn', type: 'button', id: 'first-run-audio' }, 'Check microphone and call audio');
     this.audioBtn.addEventListener('click', () => actions.openAudio());
+    this.model = new RecommendedModel(actions);
     const later = h('button', { class: 'btn btn-link', type: 'button', id: 'first-run-later' }, 'Not now');
     later.addEventListener('click', () => {
       this.later = true;
@@ -67,6 +70,7 @@ export class FirstRunGuide {
         h('li', null, h('strong', null, 'Done'), ' when the chip at the top says “Assistant: online”.'),
       ),
       h('div', { class: 'first-run-actions' }, connect, this.audioBtn, later),
+      this.model.el,
     );
   }
 
@@ -74,5 +78,6 @@ export class FirstRunGuide {
   render(a: Assistant | null, canHear: boolean, onSettings: boolean): void {
     this.el.hidden = this.later || onSettings || !needsFirstRun(a);
     this.audioBtn.hidden = !canHear;
+    if (!this.el.hidden) void this.model.refresh();
   }
 }

@@ -9,6 +9,7 @@
 //! | [`capture`] | the sound server: sources (microphones, monitors of outputs), record streams by source name, devices that go and come back |
 //! | [`pipeline`] | one listening call: per channel capture → resample → turns → engine, partials, finals in order into the transcript, echo dedupe, the backlog's drainer; what its threads share with the service (the state, its status in plain words) |
 //! | [`backlog`] | turns whose transcription failed, kept on disk (bounded) until they are stored |
+//! | [`models`] | models a person chooses: the catalogue of Whisper models, downloads (resumed, SHA-256 checked), imports, removal, [`models::resolve`] of a setting's model name or path |
 //! | [`service`] | [`service::AudioService`], the pipeline behind the control API (`stagewhisper_core::audio::Ears`): settings, status, listen/stop, test, meters |
 //!
 //! Engines are blocking on purpose: callers run them on threads of their own, never on the async
@@ -18,6 +19,7 @@ pub mod backlog;
 pub mod capture;
 pub mod engine;
 pub mod file;
+pub mod models;
 pub mod pcm;
 pub mod pipeline;
 pub mod service;

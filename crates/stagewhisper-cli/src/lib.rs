@@ -4,8 +4,9 @@
 //!
 //! Both binaries take the same flags, print the same JSON `ready` line on stdout (logs go to
 //! stderr), shut down gracefully on SIGINT/SIGTERM and have the same `transcript replay`,
-//! `export` and `transcribe` subcommands.
+//! `export`, `transcribe` and `models` subcommands.
 
+pub mod models;
 pub mod transcribe;
 
 use anyhow::Context;
@@ -104,6 +105,10 @@ pub enum Command {
     /// per turn, `{"start_ms", "end_ms", "speaker", "text"}`. Stereo: left "You", right "Them";
     /// mono: "Them". Turns with no recognised words are left out. Needs no running app.
     Transcribe(transcribe::TranscribeArgs),
+    /// The speech models of the data dir: `list`, `download NAME`, `import FILE`, `remove NAME`.
+    /// Acts on the data dir directly, whether the app is running on it or not.
+    #[command(subcommand)]
+    Models(models::ModelsCommand),
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -143,6 +148,7 @@ pub fn run_command(command: Command, data_dir: Option<PathBuf>) -> anyhow::Resul
             Ok(())
         }
         Command::Transcribe(args) => transcribe::run(args),
+        Command::Models(cmd) => models::run(cmd, data_dir),
     }
 }
 
@@ -249,6 +255,7 @@ pub fn core_config(cli: Cli) -> Config {
     // Both binaries hear the call (the sound server is found at run time; without one the
     // audio routes say why).
     config.ears = Some(stagewhisper_audio::factory());
+    config.models = Some(stagewhisper_audio::models::factory());
     config
 }
 

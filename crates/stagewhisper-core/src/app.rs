@@ -50,6 +50,9 @@ pub struct Config {
     /// The audio pipeline (`stagewhisper-audio`), built once the core is up; `None`: the app
     /// cannot hear (the audio routes answer `503 audio_unavailable`).
     pub ears: Option<crate::audio::EarsFactory>,
+    /// The speech model shelf (`stagewhisper-audio`), built once the core is up; `None`: the
+    /// model routes answer `503 models_unavailable`.
+    pub models: Option<crate::models::ModelsFactory>,
 }
 
 impl Config {
@@ -68,6 +71,7 @@ impl Config {
             extra_kinds: Vec::new(),
             hub_timing: crate::hub::HubTiming::default(),
             ears: None,
+            models: None,
         }
     }
 }
@@ -115,6 +119,8 @@ pub struct App {
     pub tunnel: TunnelManager,
     /// The audio pipeline, when the app can hear.
     pub ears: Option<Arc<dyn crate::audio::Ears>>,
+    /// The speech model shelf, when the app has one.
+    pub models: Option<Arc<dyn crate::models::Models>>,
     shutdown: Shutdown,
     servers: Vec<JoinHandle<()>>,
     /// One process per data dir, for as long as this app lives (see [`crate::datadir`]).
@@ -328,6 +334,13 @@ impl App {
                 clock: config.clock.clone(),
             })
         });
+        let models = config.models.map(|make| {
+            let hub = conversation.clone();
+            make(crate::models::ModelsContext {
+                data_dir: data_dir.clone(),
+                publish: Arc::new(move |change| hub.hub().publish_live(change)),
+            })
+        });
 
         let listener = Arc::new(CallbackListener {
             conversation: conversation.clone(),
@@ -352,6 +365,7 @@ impl App {
             faults: config.faults.clone(),
             tunnel: tunnel.clone(),
             ears: ears.clone(),
+            models: models.clone(),
         }));
         let servers = serve_both(
             (bound.callback, listener),
@@ -372,6 +386,7 @@ impl App {
             link,
             tunnel,
             ears,
+            models,
             shutdown,
             servers,
             _data_dir_lock: opened.lock,
@@ -410,6 +425,9 @@ impl App {
         self.shutdown.trigger();
         if let Some(ears) = &self.ears {
             ears.shutdown().await;
+        }
+        if let Some(models) = &self.models {
+            models.shutdown().await;
         }
         self.tunnel.shutdown().await;
         for s in self.servers {

@@ -111,6 +111,19 @@ pub enum Change {
     AudioStatus {
         status: AudioStatus,
     },
+    /// Live-only: a model download's progress (at most about four a second) and its end
+    /// (`state`: `downloading`, `verifying`, `done`, `failed` with `error` and `message`,
+    /// `cancelled`); see [`crate::models`].
+    ModelDownload {
+        name: String,
+        state: String,
+        done: u64,
+        total: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     /// A logged event of a type this version does not know (its JSON is passed on as it is).
     #[serde(other)]
     Unknown,
@@ -146,6 +159,7 @@ impl Change {
             Change::TranscriptPartial { .. } => "transcript_partial",
             Change::AudioLevel { .. } => "audio_level",
             Change::AudioStatus { .. } => "audio_status",
+            Change::ModelDownload { .. } => "model_download",
             Change::Unknown => "unknown",
         }
     }
@@ -448,6 +462,14 @@ mod tests {
                     state: "ready".into(),
                     detail: String::new(),
                 }),
+            },
+            Change::ModelDownload {
+                name: "tiny.en".into(),
+                state: "failed".into(),
+                done: 1024,
+                total: 77_704_715,
+                error: Some("network_unavailable".into()),
+                message: Some("no connection".into()),
             },
         ]
     }

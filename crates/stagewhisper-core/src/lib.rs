@@ -45,6 +45,7 @@ pub mod hub;
 pub mod links;
 pub mod listener;
 pub mod model;
+pub mod models;
 pub mod net;
 pub mod protocol;
 pub mod store;

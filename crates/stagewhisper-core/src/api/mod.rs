@@ -21,6 +21,7 @@ pub(crate) mod archive;
 mod assistant;
 mod audio;
 mod calls;
+mod models;
 mod permissions;
 mod routes;
 mod stop;
@@ -84,6 +85,9 @@ pub struct ApiState {
     pub tunnel: TunnelManager,
     /// The audio pipeline (its routes live in `api::audio`); `None`: the app cannot hear.
     pub ears: Option<Arc<dyn crate::audio::Ears>>,
+    /// The speech model shelf (its routes live in `api::models`); `None`: `503
+    /// models_unavailable`.
+    pub models: Option<Arc<dyn crate::models::Models>>,
 }
 
 impl FromRef<Arc<ApiState>> for TunnelManager {
@@ -192,6 +196,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(stop::routes())
         .merge(archive::routes())
         .merge(audio::routes())
+        .merge(models::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
     let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
@@ -554,6 +559,11 @@ mod tests {
             "POST /api/audio/test",
             "POST /api/audio/meters",
             "POST /api/audio/engine/check",
+            "GET /api/models",
+            "POST /api/models/{name}/download",
+            "DELETE /api/models/{name}/download",
+            "POST /api/models/import",
+            "DELETE /api/models/{name}",
         ];
         want.sort();
         assert_eq!(ops, want);
