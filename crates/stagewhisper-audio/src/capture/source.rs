@@ -56,6 +56,9 @@ pub fn resolve(
 ) -> Result<Source, String> {
     match choice {
         SourceChoice::Off => Err("off".into()),
+        SourceChoice::App(app) => Err(format!(
+            "only the call's audio can be one application's sound (“{app}”)"
+        )),
         SourceChoice::Named(name) => sources
             .iter()
             .find(|s| &s.name == name)

@@ -21,6 +21,7 @@ pub(crate) mod archive;
 mod assistant;
 mod audio;
 mod calls;
+mod detection;
 mod permissions;
 mod routes;
 mod stop;
@@ -192,6 +193,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(stop::routes())
         .merge(archive::routes())
         .merge(audio::routes())
+        .merge(detection::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
     let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
@@ -553,6 +555,10 @@ mod tests {
             "DELETE /api/calls/{session_id}/listen",
             "POST /api/audio/test",
             "POST /api/audio/meters",
+            "GET /api/audio/detection",
+            "PUT /api/audio/detection",
+            "POST /api/audio/detection/accept",
+            "POST /api/audio/detection/dismiss",
         ];
         want.sort();
         assert_eq!(ops, want);
