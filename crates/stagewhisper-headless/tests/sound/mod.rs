@@ -23,7 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The programs the audio tests run.
-const TOOLS: [&str; 4] = ["pulseaudio", "pactl", "paplay", "espeak-ng"];
+const TOOLS: [&str; 5] = ["pulseaudio", "pactl", "paplay", "parec", "espeak-ng"];
 
 /// `true` when the tools are here; otherwise prints why the test is skipped and returns
 /// `false`, or panics when `SW_AUDIO_REQUIRE=1`.
@@ -188,6 +188,29 @@ impl Pulse {
     pub fn play_bg(&self, sink: &str, wav: &Path) -> Child {
         self.tool("paplay")
             .args(["-d", sink])
+            .arg(wav)
+            .spawn()
+            .expect("run paplay")
+    }
+
+    /// A fake meeting application: `parec` recording from `source` as `app` (its
+    /// `application.name` and binary), its samples thrown away. Kill it to let go.
+    pub fn record_as(&self, app: &str, source: &str) -> Child {
+        self.tool("parec")
+            .args(["-d", source, "--raw"])
+            .arg(format!("--property=application.name={app}"))
+            .arg(format!("--property=application.process.binary={app}"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("run parec")
+    }
+
+    /// Plays a WAV file into `sink` as the application `app`, in the background.
+    pub fn play_as(&self, app: &str, sink: &str, wav: &Path) -> Child {
+        self.tool("paplay")
+            .args(["-d", sink])
+            .arg(format!("--property=application.name={app}"))
+            .arg(format!("--property=application.process.binary={app}"))
             .arg(wav)
             .spawn()
             .expect("run paplay")
