@@ -395,3 +395,151 @@ async fn detection_without_a_sound_server_is_off_and_says_why() {
     );
     assert_eq!(d["enabled"], true);
 }
+
+/// `wav` with `secs` of silence before it (sox), so a player's stream is open before it speaks.
+fn padded(wav: &Path, secs: f32) -> std::path::PathBuf {
+    let out = wav.with_extension("padded.wav");
+    let status = std::process::Command::new("sox")
+        .arg(wav)
+        .arg(&out)
+        .args(["pad", &secs.to_string(), "0.5"])
+        .status()
+        .expect("run sox");
+    assert!(status.success(), "sox pad {}", wav.display());
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detection_only_the_call_app_is_heard_not_the_music_on_the_same_output() {
+    if !sound::tools("detection: only the call's app") {
+        return;
+    }
+    let pulse = Pulse::start();
+    let root = tempfile::tempdir().unwrap();
+    let app = launch(&root.path().join("data"), &pulse.env()).await;
+    let ui = app.ui();
+    let r = ui
+        .request(
+            "PUT",
+            "/api/audio",
+            Some(&ui.token),
+            Some(&json!({"mic": null, "system": {"app": "zoom"}})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r}");
+    assert_eq!(r.json["system"], json!({"app": "zoom"}));
+    let r = ui
+        .request(
+            "PUT",
+            "/api/audio",
+            Some(&ui.token),
+            Some(&json!({"system": {"app": ""}})),
+        )
+        .await;
+    assert_error(&r, 400, "invalid_app");
+    let r = ui
+        .request(
+            "PUT",
+            "/api/audio",
+            Some(&ui.token),
+            Some(&json!({"mic": {"app": "zoom"}})),
+        )
+        .await;
+    assert_error(&r, 400, "invalid_field");
+    let r = app.ui().post("/api/calls", &json!({"listen": true})).await;
+    assert_eq!(r.status, 201, "{r}");
+    let call = r.json["session_id"].as_str().unwrap().to_string();
+    // Nothing played by the app yet: the channel says so.
+    let system = |s: &Value| {
+        s["channels"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["channel"] == "system").cloned())
+            .unwrap_or_default()
+    };
+    wait_for("the app plays nothing yet", OFFER, || async {
+        let s = app.ui().get("/api/audio").await.json["status"].clone();
+        let d = system(&s)["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if d.contains("plays nothing yet") {
+            Ok(())
+        } else {
+            Err(s.to_string())
+        }
+    })
+    .await;
+    // The meeting app and a music app speak different words on the same output, together.
+    let zoom_wav = padded(
+        &speech(
+            pulse.dir(),
+            "zoom",
+            "en-us",
+            "We signed the contract for two years.",
+        ),
+        1.5,
+    );
+    let music_wav = padded(
+        &speech(
+            pulse.dir(),
+            "music",
+            "en-us",
+            "Our budget is about twenty thousand dollars this quarter.",
+        ),
+        1.5,
+    );
+    let mut zoom = pulse.play_as("zoom", "call", &zoom_wav);
+    let mut music = pulse.play_as("music", "call", &music_wav);
+    let s = wait_for("listening to zoom alone", OFFER, || async {
+        let s = app.ui().get("/api/audio").await.json["status"].clone();
+        if system(&s)["state"] == "listening" && !system(&s)["source"].is_null() {
+            Ok(s)
+        } else {
+            Err(s.to_string())
+        }
+    })
+    .await;
+    let d = system(&s)["detail"].as_str().unwrap().to_string();
+    assert!(d.contains("zoom only"), "{d}");
+    let _ = zoom.wait();
+    let _ = music.wait();
+    let turn = wait_for("a turn of Them", HEAR, || async {
+        let t = app
+            .ui()
+            .get(&format!("/api/calls/{call}/transcript"))
+            .await
+            .json;
+        t.as_array()
+            .and_then(|a| a.iter().find(|x| x["speaker"] == "Them").cloned())
+            .ok_or_else(|| t.to_string())
+    })
+    .await;
+    // Let the last turn end, then read them all.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let t = app
+        .ui()
+        .get(&format!("/api/calls/{call}/transcript"))
+        .await
+        .json;
+    let them: String = t
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["speaker"] == "Them")
+        .map(|x| x["text"].as_str().unwrap_or_default().to_lowercase() + " ")
+        .collect();
+    println!("Them heard: {them}");
+    assert!(
+        ["signed", "contract", "years"]
+            .iter()
+            .any(|k| them.contains(k)),
+        "the meeting app's words: {turn} / {them}"
+    );
+    assert!(
+        !["budget", "dollars", "thousand", "quarter"]
+            .iter()
+            .any(|k| them.contains(k)),
+        "the music app's words were heard: {them}"
+    );
+    app.end_call(&call).await;
+}

@@ -57,7 +57,7 @@ pub fn resolve(
     match choice {
         SourceChoice::Off => Err("off".into()),
         SourceChoice::App(app) => Err(format!(
-            "only the call's audio can be one application's sound (“{app}”)"
+            "“{app}”'s own sound is heard while listening to a call, not as a source of its own"
         )),
         SourceChoice::Named(name) => sources
             .iter()

@@ -23,7 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The programs the audio tests run.
-const TOOLS: [&str; 5] = ["pulseaudio", "pactl", "paplay", "parec", "espeak-ng"];
+const TOOLS: [&str; 6] = ["pulseaudio", "pactl", "paplay", "parec", "espeak-ng", "sox"];
 
 /// `true` when the tools are here; otherwise prints why the test is skipped and returns
 /// `false`, or panics when `SW_AUDIO_REQUIRE=1`.
@@ -33,7 +33,7 @@ pub fn tools(test: &str) -> bool {
         return true;
     }
     let why = format!(
-        "{test}: needs {} (apt-get install pulseaudio pulseaudio-utils espeak-ng)",
+        "{test}: needs {} (apt-get install pulseaudio pulseaudio-utils espeak-ng sox)",
         missing.join(", ")
     );
     if std::env::var("SW_AUDIO_REQUIRE").is_ok_and(|v| v == "1") {
