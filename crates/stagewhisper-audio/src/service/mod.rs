@@ -16,6 +16,7 @@
 mod detection;
 mod levels;
 mod settings;
+mod silence;
 mod sound_check;
 
 pub use settings::SETTINGS_FILE;
@@ -176,12 +177,17 @@ impl AudioService {
             }
         }
         let on = self.shared.clone();
-        let ticker = Ticker::start(&self.shared, move |ch| {
-            matches!(
-                on.state.lock().unwrap().channels.get(&ch),
-                Some(ChannelState::Recording(_))
-            )
-        });
+        let silence = silence::Silence::new(call_id, self.shared.now_ms());
+        let ticker = Ticker::watching(
+            &self.shared,
+            move |ch| {
+                matches!(
+                    on.state.lock().unwrap().channels.get(&ch),
+                    Some(ChannelState::Recording(_))
+                )
+            },
+            Some(silence),
+        );
         c.listening = Some(Listening {
             call_id: call_id.to_string(),
             workers,
