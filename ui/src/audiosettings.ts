@@ -11,6 +11,7 @@
 // Settings opens and while it stays open).
 
 import { describeError, plainError } from './errors';
+import { systemBody } from './detect';
 import { apiError, audioErrorField, backlogText, hostOf, isLoopbackUrl, LevelMeter, METERS_RENEW_MS, METERS_SECONDS, normSources, sourceOptions, TEST_SECONDS, type AudioField } from './audio';
 import { h } from './dom';
 import type { ApiResponse } from './transport';
@@ -549,7 +550,7 @@ export class AudioSettings {
   private async chooseSource(ch: AudioChannel, value: string): Promise<void> {
     this.setError(ch, null);
     this.dirty.add(ch);
-    const ok = await this.put({ [ch]: value === '' ? null : value }, 'Not changed', value === '' ? `${ch === 'mic' ? 'Microphone' : 'Call audio'} off.` : 'Saved.');
+    const ok = await this.put({ [ch]: ch === 'system' ? systemBody(value) : value === '' ? null : value }, 'Not changed', value === '' ? `${ch === 'mic' ? 'Microphone' : 'Call audio'} off.` : 'Saved.');
     // Refused: the picker shows the saved source again (the error says why).
     this.dirty.delete(ch);
     if (!ok) this.paint();
