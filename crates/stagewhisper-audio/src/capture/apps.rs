@@ -168,11 +168,12 @@ fn session(conn: &mut Conn, h: &WatchHandle, w: &mut dyn Watcher) -> Result<(), 
         };
         match (ev.event_facility, ev.event_type, ev.index) {
             (SubscriptionEventFacility::Source, _, _) => k.monitors = monitors(conn)?,
-            (SubscriptionEventFacility::SourceOutput, SubscriptionEventType::Removed, Some(i)) => {
-                if k.open.remove(&i) {
-                    w.seen(Seen::Closed(i));
-                }
+            (SubscriptionEventFacility::SourceOutput, SubscriptionEventType::Removed, Some(i))
+                if k.open.remove(&i) =>
+            {
+                w.seen(Seen::Closed(i));
             }
+            (SubscriptionEventFacility::SourceOutput, SubscriptionEventType::Removed, _) => {}
             (SubscriptionEventFacility::SourceOutput, _, Some(i)) => {
                 match conn.request::<protocol::SourceOutputInfo>(Command::GetSourceOutputInfo(i)) {
                     Ok(so) => {
