@@ -314,9 +314,13 @@ export class App {
       },
       state: (s) => this.setConn(s),
       resync: () => void this.reload(),
-      reconnected: () => void this.reloadTyping(),
+      reconnected: () => {
+        void this.reloadTyping();
+        void this.detection.load();
+      },
     });
     await this.sub.ready;
+    void this.detection.load();
     this.scheduleAssistantPoll(0);
     this.scheduleTunnelPoll(0);
     await this.reload(true);
