@@ -28,13 +28,30 @@ const TOOLS: [&str; 6] = ["pulseaudio", "pactl", "paplay", "parec", "espeak-ng",
 /// `true` when the tools are here; otherwise prints why the test is skipped and returns
 /// `false`, or panics when `SW_AUDIO_REQUIRE=1`.
 pub fn tools(test: &str) -> bool {
-    let missing: Vec<&str> = TOOLS.iter().copied().filter(|t| !on_path(t)).collect();
+    const PIPEWIRE: [&str; 4] = [
+        "pipewire",
+        "pipewire-pulse",
+        "wireplumber",
+        "dbus-run-session",
+    ];
+    let pipewire = std::env::var("SW_SOUND_SERVER").is_ok_and(|v| v == "pipewire");
+    let missing: Vec<&str> = TOOLS
+        .iter()
+        .chain(if pipewire { &PIPEWIRE[..] } else { &[] })
+        .copied()
+        .filter(|t| !on_path(t))
+        .collect();
     if missing.is_empty() {
         return true;
     }
     let why = format!(
-        "{test}: needs {} (apt-get install pulseaudio pulseaudio-utils espeak-ng sox)",
-        missing.join(", ")
+        "{test}: needs {} (apt-get install pulseaudio pulseaudio-utils espeak-ng sox{})",
+        missing.join(", "),
+        if pipewire {
+            " pipewire pipewire-pulse wireplumber"
+        } else {
+            ""
+        }
     );
     if std::env::var("SW_AUDIO_REQUIRE").is_ok_and(|v| v == "1") {
         panic!("SW_AUDIO_REQUIRE=1 and {why}");
