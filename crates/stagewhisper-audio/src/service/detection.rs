@@ -71,9 +71,12 @@ impl AudioService {
         }
     }
 
-    pub(super) fn stop_detection(&self) {
+    /// Stops the detector (its thread joined off the async workers).
+    pub(super) async fn stop_detection(&self) {
         let d = self.detection.detector.lock().unwrap().take();
-        drop(d);
+        if let Some(d) = d {
+            let _ = self.blocking(move || drop(d)).await;
+        }
     }
 
     pub(super) fn detection_view(&self) -> DetectionView {

@@ -471,7 +471,7 @@ impl Ears for AudioService {
 
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            self.stop_detection();
+            self.stop_detection().await;
             let mut c = self.control.lock().await;
             c.meters = None;
             if let Some(l) = c.listening.take() {
