@@ -152,16 +152,16 @@ impl Watcher for Bridge {
             }
             Seen::Wake => {}
         }
-        let hooks = self.hooks.clone();
-        let offers = self
-            .state
-            .lock()
-            .unwrap()
-            .tracker
-            .due(Instant::now(), &mut |app, binary| hooks.allow(app, binary));
-        for o in offers {
-            tracing::info!(app = %o.app, binary = ?o.binary, "a call is offered");
-            self.hooks.offered(&o);
+        // Whether each due app may be offered is asked without the state's lock (the hooks
+        // read the conversation), then decided under it.
+        let due = self.state.lock().unwrap().tracker.due(Instant::now());
+        for (app, binary) in due {
+            let allowed = self.hooks.allow(&app, binary.as_deref());
+            let offer = self.state.lock().unwrap().tracker.decide(&app, allowed);
+            if let Some(o) = offer {
+                tracing::info!(app = %o.app, binary = ?o.binary, "a call is offered");
+                self.hooks.offered(&o);
+            }
         }
     }
 

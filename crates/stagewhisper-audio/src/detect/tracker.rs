@@ -84,45 +84,38 @@ impl Tracker {
         ids.into_iter().filter_map(|i| self.closed(i)).collect()
     }
 
-    /// The applications due now: offered when `allow` says so (new offers returned), quiet
-    /// otherwise.
-    pub fn due(
-        &mut self,
-        now: Instant,
-        allow: &mut dyn FnMut(&str, Option<&str>) -> bool,
-    ) -> Vec<Offer> {
-        let mut new = Vec::new();
-        let waiting: Vec<String> = self
-            .apps
+    /// The applications due now (held a microphone for [`HOLD`], not yet decided), with their
+    /// binary: each is then [decided](Tracker::decide).
+    pub fn due(&self, now: Instant) -> Vec<(String, Option<String>)> {
+        self.apps
             .iter()
             .filter(|(_, s)| **s == Stand::Waiting)
-            .map(|(a, _)| a.clone())
-            .collect();
-        for app in waiting {
-            let Some(first) = self.first_open(&app) else {
-                continue;
-            };
-            if now < first.at + HOLD {
-                continue;
-            }
-            let binary = first.stream.binary.clone();
-            let stand = if allow(&app, binary.as_deref()) {
-                let offer = Offer {
-                    label: label(&app, binary.as_deref()),
-                    app: app.clone(),
-                    binary,
-                    since: stagewhisper_core::clock::fmt_time(
-                        chrono::DateTime::from_timestamp_millis(first.at_ms).unwrap_or_default(),
-                    ),
-                };
-                new.push(offer.clone());
-                Stand::Offered(offer)
-            } else {
-                Stand::Quiet
-            };
-            self.apps.insert(app, stand);
+            .filter_map(|(app, _)| {
+                let first = self.first_open(app)?;
+                (now >= first.at + HOLD).then(|| (app.clone(), first.stream.binary.clone()))
+            })
+            .collect()
+    }
+
+    /// Offers `app` (the new offer) when `allowed`, else it goes quiet; nothing when it is no
+    /// longer waiting (it let go meanwhile).
+    pub fn decide(&mut self, app: &str, allowed: bool) -> Option<Offer> {
+        if self.apps.get(app) != Some(&Stand::Waiting) {
+            return None;
         }
-        new
+        let first = self.first_open(app)?;
+        let binary = first.stream.binary.clone();
+        let offer = allowed.then(|| Offer {
+            label: label(app, binary.as_deref()),
+            app: app.to_string(),
+            binary,
+            since: stagewhisper_core::clock::fmt_time(
+                chrono::DateTime::from_timestamp_millis(first.at_ms).unwrap_or_default(),
+            ),
+        });
+        let stand = offer.clone().map_or(Stand::Quiet, Stand::Offered);
+        self.apps.insert(app.to_string(), stand);
+        offer
     }
 
     fn first_open(&self, app: &str) -> Option<&Open> {
@@ -196,6 +189,21 @@ impl Tracker {
 mod tests {
     use super::*;
 
+    /// Decides every application due at `now` with `allow`.
+    fn settle(
+        t: &mut Tracker,
+        now: Instant,
+        allow: &mut dyn FnMut(&str, Option<&str>) -> bool,
+    ) -> Vec<Offer> {
+        let due = t.due(now);
+        due.iter()
+            .filter_map(|(a, b)| {
+                let ok = allow(a, b.as_deref());
+                t.decide(a, ok)
+            })
+            .collect()
+    }
+
     fn mic(index: u32, app: &str) -> MicStream {
         MicStream {
             index,
@@ -211,8 +219,8 @@ mod tests {
         let mut yes = |_: &str, _: Option<&str>| true;
         t.opened(mic(7, "zoom"), t0, 1_000);
         assert_eq!(t.wake_at(), Some(t0 + HOLD));
-        assert!(t.due(t0 + Duration::from_millis(1999), &mut yes).is_empty());
-        let o = t.due(t0 + HOLD, &mut yes);
+        assert!(settle(&mut t, t0 + Duration::from_millis(1999), &mut yes).is_empty());
+        let o = settle(&mut t, t0 + HOLD, &mut yes);
         assert_eq!(o.len(), 1);
         assert_eq!(
             (o[0].app.as_str(), o[0].binary.as_deref()),
@@ -223,7 +231,7 @@ mod tests {
         assert_eq!(t.wake_at(), None, "nothing more to wait for");
         // A second stream of the same app: no second offer; the offer closes with the last.
         t.opened(mic(8, "zoom"), t0 + HOLD, 3_000);
-        assert!(t.due(t0 + HOLD * 3, &mut yes).is_empty());
+        assert!(settle(&mut t, t0 + HOLD * 3, &mut yes).is_empty());
         assert_eq!(t.closed(7), None);
         let c = t.closed(8).unwrap();
         assert_eq!(
@@ -244,12 +252,12 @@ mod tests {
         assert_eq!(t.wake_at(), None);
         // Not allowed when due (a call running, ignored): quiet until it lets go.
         t.opened(mic(2, "teams"), t0, 0);
-        assert!(t.due(t0 + HOLD, &mut |_, _| false).is_empty());
-        assert!(t.due(t0 + HOLD * 2, &mut |_, _| true).is_empty());
+        assert!(settle(&mut t, t0 + HOLD, &mut |_, _| false).is_empty());
+        assert!(settle(&mut t, t0 + HOLD * 2, &mut |_, _| true).is_empty());
         t.closed(2);
         // Taken anew: offered; "not now" withdraws it; accepting ties the call to it.
         t.opened(mic(3, "teams"), t0 + HOLD * 3, 0);
-        assert_eq!(t.due(t0 + HOLD * 4, &mut |_, _| true).len(), 1);
+        assert_eq!(settle(&mut t, t0 + HOLD * 4, &mut |_, _| true).len(), 1);
         assert!(t.dismiss("teams"));
         assert!(!t.dismiss("teams"));
         assert!(t.offers().is_empty());
@@ -267,7 +275,7 @@ mod tests {
         let mut t = Tracker::default();
         t.opened(mic(1, "zoom"), t0, 0);
         t.opened(mic(2, "discord"), t0, 0);
-        assert_eq!(t.due(t0 + HOLD, &mut |_, _| true).len(), 2);
+        assert_eq!(settle(&mut t, t0 + HOLD, &mut |_, _| true).len(), 2);
         assert_eq!(t.withdraw(&|a| a == "discord"), ["discord"]);
         assert_eq!(t.offers().len(), 1);
         let mut closed = t.clear();
