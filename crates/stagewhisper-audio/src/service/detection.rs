@@ -10,7 +10,7 @@ use crate::pipeline::Shared;
 use stagewhisper_core::audio::AudioError;
 use stagewhisper_core::clock::fmt_time;
 use stagewhisper_core::detect::{
-    not_offered, DetectionStatus, DetectionUpdate, DetectionView, EndOffer, Offer,
+    not_offered, DetectionStatus, DetectionUpdate, DetectionView, EndOffer, Offer, MAX_IGNORED,
 };
 use stagewhisper_core::events::Change;
 use std::sync::{Arc, Mutex, Weak};
@@ -168,6 +168,16 @@ impl AudioService {
             self.publish_closed(app, None, None);
         }
         if never {
+            let d = self.shared.settings().detection;
+            if !d.ignores(app, None) && d.ignored_apps.len() >= MAX_IGNORED {
+                return Err(AudioError::bad(
+                    "invalid_field",
+                    format!(
+                        "at most {MAX_IGNORED} apps are never offered: take one off the list in \
+                         Settings first"
+                    ),
+                ));
+            }
             self.save_detection(|d| d.ignore(app)).await?;
         } else if !was_offered && !kept_call {
             return Err(not_offered(app));

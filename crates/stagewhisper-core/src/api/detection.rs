@@ -103,7 +103,7 @@ async fn accept(State(api): St, JsonBody(b): JsonBody<AcceptOffer>) -> ApiResult
 #[utoipa::path(post, path = "/api/audio/detection/dismiss", tag = "audio",
     request_body = DismissOffer,
     responses((status = 200, body = DetectionView),
-        (status = 400, body = ErrorDoc, description = "`invalid_app`, `missing_field`"),
+        (status = 400, body = ErrorDoc, description = "`invalid_app`, `missing_field`, `invalid_field` (`never` with 100 apps never offered already)"),
         (status = 404, body = ErrorDoc, description = "`offer_not_found` (without `never`)"),
         (status = 500, body = ErrorDoc, description = "`config_write_failed`"),
         (status = 503, body = ErrorDoc, description = "`audio_unavailable`")))]
