@@ -20,6 +20,10 @@ APT_TEST+=("${APT_RUN[@]}" espeak-ng sox)
 # Hearing the call's tests (black-box and browser): a private PulseAudio per test (pactl, paplay
 # from pulseaudio-utils).
 APT_TEST+=(pulseaudio pulseaudio-utils)
+# Call detection's tests run a second time on PipeWire's pulse server (pipewire-pulse, with
+# WirePlumber in a D-Bus session of its own): they install beside PulseAudio and run only when a
+# test starts them.
+APT_TEST+=(pipewire pipewire-pulse wireplumber)
 # What the peers' installers and the namespace tests would otherwise apt-get themselves
 # (venvs, `ip`/`unshare`, TLS roots for the registries, ssh/sshd for the tunnel test). run-tests
 # installs these in the foreground, before its background installs start, so that no two

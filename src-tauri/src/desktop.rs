@@ -216,6 +216,7 @@ pub fn on_event<R: Runtime>(app: &AppHandle<R>, change: &Change) {
             NoticeKind::Insight => "insight",
             NoticeKind::Error => "error",
             NoticeKind::Permission => "permission",
+            NoticeKind::Call => "call",
         };
         match app
             .notification()

@@ -20,6 +20,8 @@ pub enum NoticeKind {
     Insight,
     Error,
     Permission,
+    /// Another app took the microphone: the offer to listen (call detection).
+    Call,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,8 +115,21 @@ pub fn notice_for(change: &Change, prefs: &DesktopPrefs) -> Option<Notice> {
                 }),
             })
         }
+        // Call detection's offer (live-only; detection has its own switch in Settings).
+        Change::CallOffered { label, .. } => Some(Notice {
+            kind: NoticeKind::Call,
+            title: format!("{} is using the microphone", capitalised(label)),
+            body: "Start listening? Open StageWhisper to start, or say not now.".into(),
+        }),
         _ => None,
     }
+}
+
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
 }
 
 /// Whether the desktop's notification server says notifications are inhibited (Do-Not-Disturb).
@@ -314,5 +329,20 @@ mod tests {
         let n = notice_for(&insight(&long, false), &DesktopPrefs::default()).unwrap();
         assert_eq!(n.body.chars().count(), BODY_MAX);
         assert!(n.body.ends_with('…'));
+    }
+
+    #[test]
+    fn a_call_offer_is_a_notice_naming_the_app() {
+        let n = notice_for(
+            &Change::CallOffered {
+                app: "zoom".into(),
+                binary: Some("zoom".into()),
+                label: "zoom".into(),
+            },
+            &DesktopPrefs::default(),
+        )
+        .unwrap();
+        assert_eq!(n.kind, NoticeKind::Call);
+        assert_eq!(n.title, "Zoom is using the microphone");
     }
 }

@@ -338,7 +338,7 @@ export async function startFakeAssistant({ token }) {
 // ---- a private sound server ------------------------------------------------------------------
 
 /** The programs the tests that hear a call need (Debian: pulseaudio pulseaudio-utils espeak-ng). */
-export const AUDIO_TOOLS = ['pulseaudio', 'pactl', 'paplay', 'espeak-ng'];
+export const AUDIO_TOOLS = ['pulseaudio', 'pactl', 'paplay', 'parec', 'espeak-ng'];
 
 /** Whether audio tests must run (a missing tool fails them instead of skipping them). */
 export const audioRequired = () => process.env.SW_E2E_REQUIRE === '1' || process.env.SW_AUDIO_REQUIRE === '1';

@@ -5,6 +5,7 @@ import { statusClass, statusLabel, waitingReason } from './assistant';
 import { apiError, ListenControls } from './audio';
 import { listenOnStart } from './audiosettings';
 import { ChatView } from './chat';
+import { CallDetection } from './detect';
 import { canStop } from './kinds/gateway';
 import { DesktopSettings, toggleOverlay, type Invoke } from './desktop';
 import { dateTime, elapsedSince, h } from './dom';
@@ -133,6 +134,8 @@ export class App {
   // Hearing the call: answers to a `GET /api/audio` started before a change (PUT, listen) are
   // dropped, as for the assistant.
   private audioEpoch = 0;
+  /** Noticing the call: offers, end offers, the silence line, its Settings card. */
+  private detection: CallDetection;
   private audioRefresh: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
@@ -176,6 +179,15 @@ export class App {
       tunnelCall: (m, p, b) => this.tunnelCall(m, p, b),
       audioCall: (m, p, b) => this.audioCall(m, p, b),
     });
+    this.detection = new CallDetection({
+      api: (m, p, b) => this.api(m, p, b),
+      errorText,
+      openAudioSettings: () => {
+        this.setTab('settings');
+        this.settings.audio.focus();
+      },
+    });
+    this.settings.addCard(this.detection.card);
     this.listen = new ListenControls({
       setListening: (on) => this.setListening(on),
       openSettings: () => {
@@ -282,6 +294,7 @@ export class App {
       this.problems.el,
       this.barError,
       this.barWarn,
+      this.detection.el,
       this.authBanner,
       this.firstRun.el,
       tablist,
@@ -290,6 +303,7 @@ export class App {
     mount.replaceChildren(this.root);
 
     this.store.subscribe((c) => this.onChange(c));
+    this.store.subscribe((c) => c.kind === 'live' && this.detection.onLive(c.event));
     document.addEventListener('keydown', (e) => this.onGlobalKey(e));
     document.addEventListener('click', (e) => this.onLinkClick(e));
     setInterval(() => this.tickElapsed(), 1000);
@@ -317,9 +331,13 @@ export class App {
       },
       state: (s) => this.setConn(s),
       resync: () => void this.reload(),
-      reconnected: () => void this.reloadTyping(),
+      reconnected: () => {
+        void this.reloadTyping();
+        void this.detection.load();
+      },
     });
     await this.sub.ready;
+    void this.detection.load();
     this.scheduleAssistantPoll(0);
     this.scheduleTunnelPoll(0);
     await this.reload(true);

@@ -8,6 +8,7 @@
 
 import { errorOf } from './errors';
 import { h } from './dom';
+import { appOptions, APP_PREFIX, systemValue } from './detect';
 import type { ApiResponse } from './transport';
 import type { Audio, AudioChannel, AudioChannelStatus, AudioEngineView, AudioLevels, AudioSource, AudioStatus, PartialTurn } from './types';
 
@@ -83,7 +84,7 @@ export function normAudio(raw: unknown): Audio | null {
   if (!status) return null;
   return {
     mic: str(raw.mic),
-    system: str(raw.system),
+    system: systemValue(raw.system),
     engine: normEngineView(raw.engine),
     you_label: str(raw.you_label) ?? 'You',
     them_label: str(raw.them_label) ?? 'Them',
@@ -261,7 +262,8 @@ export function sourceOptions(list: AudioSource[] | null, channel: AudioChannel,
   const def = mine.find((s) => s.is_default);
   const out: SourceOption[] = [{ value: 'default', label: def ? `Default (${def.description})` : 'Default' }];
   for (const s of mine) out.push({ value: s.name, label: s.description === s.name ? s.name : `${s.description}` });
-  if (saved && saved !== 'default' && !mine.some((s) => s.name === saved)) out.push({ value: saved, label: `${saved} (not connected)` });
+  if (saved && saved !== 'default' && !saved.startsWith(APP_PREFIX) && !mine.some((s) => s.name === saved)) out.push({ value: saved, label: `${saved} (not connected)` });
+  if (channel === 'system') out.push(...appOptions(saved));
   out.push({ value: '', label: channel === 'mic' ? 'Off (do not record me)' : 'Off (do not record the call)' });
   return out;
 }

@@ -13,6 +13,7 @@
 import { describeError, plainError } from './errors';
 import { checkEngine, checkSentence, draftEngineNotice, plainEngineWords } from './live/enginecheck';
 import { apiError, audioErrorField, backlogText, LevelMeter, METERS_RENEW_MS, METERS_SECONDS, normSources, sourceOptions, TEST_SECONDS, type AudioField } from './audio';
+import { systemBody } from './detect';
 import { h } from './dom';
 import { ModelSettings } from './settings/models';
 import type { ApiResponse } from './transport';
@@ -575,7 +576,7 @@ export class AudioSettings {
   private async chooseSource(ch: AudioChannel, value: string): Promise<void> {
     this.setError(ch, null);
     this.dirty.add(ch);
-    const ok = await this.put({ [ch]: value === '' ? null : value }, 'Not changed', value === '' ? `${ch === 'mic' ? 'Microphone' : 'Call audio'} off.` : 'Saved.');
+    const ok = await this.put({ [ch]: ch === 'system' ? systemBody(value) : value === '' ? null : value }, 'Not changed', value === '' ? `${ch === 'mic' ? 'Microphone' : 'Call audio'} off.` : 'Saved.');
     // Refused: the picker shows the saved source again (the error says why).
     this.dirty.delete(ch);
     if (!ok) this.paint();

@@ -8,6 +8,7 @@
 //! | [`file`] | a recording → turns → engine → segments `{start_ms, end_ms, speaker, text}` (`stagewhisper transcribe`) |
 //! | [`capture`] | the sound server: sources (microphones, monitors of outputs), record streams by source name, devices that go and come back |
 //! | [`pipeline`] | one listening call: per channel capture → resample → turns → engine, partials, finals in order into the transcript, echo dedupe, the backlog's drainer; what its threads share with the service (the state, its status in plain words) |
+//! | [`detect`] | noticing the call: which applications hold a microphone (metadata only), the offers to listen |
 //! | [`backlog`] | turns whose transcription failed, kept on disk (bounded) until they are stored |
 //! | [`models`] | models a person chooses: the catalogue of Whisper models, downloads (resumed, SHA-256 checked), imports, removal, [`models::resolve`] of a setting's model name or path |
 //! | [`service`] | [`service::AudioService`], the pipeline behind the control API (`stagewhisper_core::audio::Ears`): settings, status, listen/stop, test, meters |
@@ -17,6 +18,7 @@
 
 pub mod backlog;
 pub mod capture;
+pub mod detect;
 pub mod engine;
 pub mod file;
 pub mod models;

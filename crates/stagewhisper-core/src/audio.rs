@@ -20,6 +20,7 @@ use crate::answers::MAX_USER_TEXT;
 use crate::assistants::{Assistants, BoxFuture};
 use crate::clock::SharedClock;
 use crate::conversation::{Conversation, CoreError};
+use crate::detect::{DetectionUpdate, DetectionView};
 use crate::events::Change;
 use crate::http::Shutdown;
 use crate::model::TranscriptView;
@@ -66,13 +67,25 @@ pub struct SourceView {
     pub is_default: bool,
 }
 
-/// Where a channel listens: a source by name, the server's default, or nowhere (`null`).
+/// Where a channel listens: a source by name, the server's default, nowhere (`null`), or (the
+/// call's audio only) one application's own playback (`{"app": "zoom"}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "Option<String>", into = "Option<String>")]
+#[serde(from = "SystemChoice", into = "SystemChoice")]
 pub enum SourceChoice {
     Off,
     Default,
     Named(String),
+    /// Only what this application plays (its `application.name` or binary).
+    App(String),
+}
+
+/// A channel's choice as the API spells it: a source name, `"default"`, `null`, or
+/// `{"app": "<application>"}` (the call's audio only: that application's playback alone).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum SystemChoice {
+    Source(Option<String>),
+    App { app: String },
 }
 
 impl From<Option<String>> for SourceChoice {
@@ -85,12 +98,22 @@ impl From<Option<String>> for SourceChoice {
     }
 }
 
-impl From<SourceChoice> for Option<String> {
+impl From<SystemChoice> for SourceChoice {
+    fn from(v: SystemChoice) -> Self {
+        match v {
+            SystemChoice::Source(s) => SourceChoice::from(s),
+            SystemChoice::App { app } => SourceChoice::App(app.trim().to_string()),
+        }
+    }
+}
+
+impl From<SourceChoice> for SystemChoice {
     fn from(c: SourceChoice) -> Self {
         match c {
-            SourceChoice::Off => None,
-            SourceChoice::Default => Some("default".into()),
-            SourceChoice::Named(s) => Some(s),
+            SourceChoice::Off => SystemChoice::Source(None),
+            SourceChoice::Default => SystemChoice::Source(Some("default".into())),
+            SourceChoice::Named(s) => SystemChoice::Source(Some(s)),
+            SourceChoice::App(app) => SystemChoice::App { app },
         }
     }
 }
@@ -217,6 +240,9 @@ pub struct AudioSettings {
     pub engine: EngineSettings,
     pub you_label: String,
     pub them_label: String,
+    /// Call detection (`GET /api/audio/detection`).
+    #[serde(default)]
+    pub detection: crate::detect::DetectionSettings,
 }
 
 impl Default for AudioSettings {
@@ -227,6 +253,7 @@ impl Default for AudioSettings {
             engine: EngineSettings::Builtin,
             you_label: DEFAULT_YOU.into(),
             them_label: DEFAULT_THEM.into(),
+            detection: Default::default(),
         }
     }
 }
@@ -256,7 +283,7 @@ impl AudioSettings {
             next.mic = SourceChoice::from(mic.clone());
         }
         if let Some(system) = &update.system {
-            next.system = SourceChoice::from(system.clone());
+            next.system = system.clone().map_or(SourceChoice::Off, SourceChoice::from);
         }
         if let Some(engine) = &update.engine {
             next.engine = match engine {
@@ -306,10 +333,11 @@ pub struct AudioUpdate {
     #[schema(value_type = Option<String>)]
     pub mic: Option<Option<String>>,
     /// The call's audio ("Them"): a monitor source `name`, `"default"` (the monitor of the
-    /// server's default output), or `null` (off).
+    /// server's default output), `{"app": "zoom"}` (only what that application plays), or
+    /// `null` (off).
     #[serde(default, deserialize_with = "crate::model::double_option")]
-    #[schema(value_type = Option<String>)]
-    pub system: Option<Option<String>>,
+    #[schema(value_type = Option<SystemChoice>)]
+    pub system: Option<Option<SystemChoice>>,
     /// `{"kind": "builtin"}` or `{"kind": "openai", "base_url", "model", "api_key"?}`.
     pub engine: Option<EngineUpdate>,
     /// The speaker of the microphone's turns (1–100 characters).
@@ -370,7 +398,14 @@ impl AudioUpdate {
                 }
             }
         }
-        for (field, source) in [("mic", &self.mic), ("system", &self.system)] {
+        if let Some(Some(SystemChoice::App { app })) = &self.system {
+            crate::detect::check_app("system.app", app)?;
+        }
+        let system = match &self.system {
+            Some(Some(SystemChoice::Source(s))) => Some(s.clone()),
+            _ => None,
+        };
+        for (field, source) in [("mic", &self.mic), ("system", &system)] {
             if let Some(Some(name)) = source {
                 if name.trim().is_empty() || name.len() > 1024 || name.chars().any(char::is_control)
                 {
@@ -457,7 +492,7 @@ pub struct AudioView {
     /// A source name, `"default"`, or `null` (off).
     #[schema(value_type = Option<String>)]
     pub mic: SourceChoice,
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<SystemChoice>)]
     pub system: SourceChoice,
     pub engine: EngineView,
     pub you_label: String,
@@ -589,6 +624,34 @@ pub trait Ears: Send + Sync + 'static {
 
     /// Stops capture and lets the turns in flight finish (the app is shutting down).
     fn shutdown(&self) -> BoxFuture<'_, ()>;
+
+    /// Call detection: settings, offers, status (`crate::detect`). A pipeline without it
+    /// answers `503 audio_unavailable`.
+    fn detection(&self) -> Result<DetectionView, AudioError> {
+        Err(AudioError::unavailable("this build cannot notice calls"))
+    }
+
+    /// Saves detection settings (already [checked](DetectionUpdate::check)).
+    fn set_detection(
+        &self,
+        _update: DetectionUpdate,
+    ) -> BoxFuture<'_, Result<DetectionView, AudioError>> {
+        Box::pin(async { Err(AudioError::unavailable("this build cannot notice calls")) })
+    }
+
+    /// The call `call_id` (listening already) was started from the offer of `app`: the offer
+    /// closes, and the call is offered to end when the application lets go of the microphone.
+    fn offer_accepted(&self, _app: &str, _call_id: &str) {}
+
+    /// "Not now" (`never`: and never again for this application, remembered), or "keep the
+    /// call" for a call offered to end. `404 offer_not_found` when `app` has neither.
+    fn dismiss_offer(
+        &self,
+        _app: &str,
+        _never: bool,
+    ) -> BoxFuture<'_, Result<DetectionView, AudioError>> {
+        Box::pin(async { Err(AudioError::unavailable("this build cannot notice calls")) })
+    }
 }
 
 /// What the pipeline reaches of the core.

@@ -124,6 +124,31 @@ pub enum Change {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
     },
+    /// Live-only: an application other than this one holds a microphone and no call is
+    /// running: the offer to listen (`GET /api/audio/detection` lists the offers).
+    CallOffered {
+        app: String,
+        binary: Option<String>,
+        /// What people read ("zoom", "a call in Firefox").
+        label: String,
+    },
+    /// Live-only: the application let go of the microphone (or the offer was answered). With
+    /// `call_id`: the call started from the offer, offered to end (it ends by itself at
+    /// `ends_at` when a grace period is set).
+    CallOfferClosed {
+        app: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ends_at: Option<String>,
+    },
+    /// Live-only: one channel of the call listened to has been digital silence for a minute
+    /// while the other carried sound (`channel`), or that is over (`channel: null`).
+    AudioSilence {
+        session_id: String,
+        channel: Option<Channel>,
+        message: String,
+    },
     /// A logged event of a type this version does not know (its JSON is passed on as it is).
     #[serde(other)]
     Unknown,
@@ -160,6 +185,9 @@ impl Change {
             Change::AudioLevel { .. } => "audio_level",
             Change::AudioStatus { .. } => "audio_status",
             Change::ModelDownload { .. } => "model_download",
+            Change::CallOffered { .. } => "call_offered",
+            Change::CallOfferClosed { .. } => "call_offer_closed",
+            Change::AudioSilence { .. } => "audio_silence",
             Change::Unknown => "unknown",
         }
     }

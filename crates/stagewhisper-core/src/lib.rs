@@ -34,6 +34,7 @@ pub mod clock;
 pub mod conns;
 pub mod conversation;
 pub mod datadir;
+pub mod detect;
 pub mod engine_check;
 pub mod events;
 pub mod faults;

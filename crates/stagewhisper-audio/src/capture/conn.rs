@@ -215,12 +215,23 @@ impl Conn {
 
     /// The next message, waiting at most `wait` for one to begin (`None`: nothing came).
     pub fn poll(&mut self, wait: Duration) -> Result<Option<Msg>, ConnError> {
+        self.wait(Some(wait))
+    }
+
+    /// A handle on the socket: shutting it down wakes a [`Conn::wait`] without a bound.
+    pub fn interrupter(&self) -> std::io::Result<UnixStream> {
+        self.sock.get_ref().try_clone()
+    }
+
+    /// The next message, waiting at most `wait` for one to begin (`None`: as long as it takes;
+    /// no wake-ups meanwhile).
+    pub fn wait(&mut self, wait: Option<Duration>) -> Result<Option<Msg>, ConnError> {
         if let Some(m) = self.pending.pop_front() {
             return Ok(Some(m));
         }
         if self.sock.buffer().is_empty() {
             let s = self.sock.get_ref();
-            s.set_read_timeout(Some(wait.max(Duration::from_millis(1))))
+            s.set_read_timeout(wait.map(|w| w.max(Duration::from_millis(1))))
                 .map_err(io_broken)?;
             let got = self.sock.fill_buf().map(|b| b.len());
             self.sock

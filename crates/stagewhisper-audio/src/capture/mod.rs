@@ -23,13 +23,18 @@
 //! | `server` | where the server is ([`locate`]), [`CaptureError`], the authentication cookie |
 //! | `conn` | one connection: the handshake, requests and replies, the messages between, the sources listed |
 //! | `source` | a [`Source`], the order sources are listed in, [`resolve`] |
+//! | `apps` | other applications' streams, metadata only: [`watch`] which record from a microphone (call detection) |
+//! | `only_app` | the call's audio as one application's sound alone (`{"app": …}`): its playback streams recorded before mixing, followed as they come and go |
 //! | `record` | [`run`]: a channel recorded through everything, its [`Event`]s |
 
+mod apps;
 mod conn;
+mod only_app;
 mod record;
 mod server;
 mod source;
 
+pub use apps::{watch, MicStream, Seen, WatchHandle, Watcher};
 pub use conn::IO_TIMEOUT;
 pub use record::{run, Down, Event};
 pub use server::{locate, CaptureError};

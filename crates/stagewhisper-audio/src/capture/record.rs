@@ -16,14 +16,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The size of the fragments the server sends (its latency as well).
-const FRAGMENT: Duration = Duration::from_millis(50);
+pub(super) const FRAGMENT: Duration = Duration::from_millis(50);
 /// A source that sends nothing this long (a suspended device) is taken as silent for that time,
 /// so a turn in progress still ends.
-const GAP: Duration = Duration::from_millis(300);
+pub(super) const GAP: Duration = Duration::from_millis(300);
 /// How often a waiting capture looks again without a notice from the server.
 const RECHECK: Duration = Duration::from_secs(2);
 /// How often the loops look at their stop flag.
-const TICK: Duration = Duration::from_millis(100);
+pub(super) const TICK: Duration = Duration::from_millis(100);
 
 /// What a channel's capture reports.
 #[derive(Debug)]
@@ -56,7 +56,7 @@ impl Down {
 }
 
 /// How a record stream ended.
-enum Ended {
+pub(super) enum Ended {
     /// Told to stop.
     Stop,
     /// The source went away (why).
@@ -66,13 +66,13 @@ enum Ended {
 }
 
 /// Reports each new reason for being down once, and the source each time it opens.
-struct Reporter {
+pub(super) struct Reporter {
     channel: Channel,
     last_down: Option<Down>,
 }
 
 impl Reporter {
-    fn down(&mut self, d: Down, on: &mut dyn FnMut(Event<'_>)) {
+    pub(super) fn down(&mut self, d: Down, on: &mut dyn FnMut(Event<'_>)) {
         if self.last_down.as_ref() != Some(&d) {
             tracing::info!(
                 channel = self.channel.as_str(),
@@ -84,7 +84,7 @@ impl Reporter {
         }
     }
 
-    fn opened(&mut self, src: &Source, on: &mut dyn FnMut(Event<'_>)) {
+    pub(super) fn opened(&mut self, src: &Source, on: &mut dyn FnMut(Event<'_>)) {
         self.last_down = None;
         on(Event::Opened(src));
     }
@@ -167,6 +167,9 @@ fn session(
         if stop.load(Ordering::SeqCst) {
             return Ok(());
         }
+        if let SourceChoice::App(app) = choice {
+            return super::only_app::session(conn, app, stop, on, rep);
+        }
         let sources = conn.sources()?;
         let src = match resolve(channel, choice, &sources) {
             Ok(s) => s,
@@ -192,7 +195,7 @@ fn session(
 }
 
 /// Waits for a notice that sources, outputs or defaults changed (or [`RECHECK`]).
-fn wait_for_change(conn: &mut Conn, stop: &AtomicBool) -> Result<(), ConnError> {
+pub(super) fn wait_for_change(conn: &mut Conn, stop: &AtomicBool) -> Result<(), ConnError> {
     let until = Instant::now() + RECHECK;
     while !stop.load(Ordering::SeqCst) && Instant::now() < until {
         let notice = matches!(
@@ -212,7 +215,7 @@ fn wait_for_change(conn: &mut Conn, stop: &AtomicBool) -> Result<(), ConnError> 
 }
 
 /// Records from `src` until told to stop or the source goes.
-fn record(
+pub(super) fn record(
     conn: &mut Conn,
     src: &Source,
     choice: &SourceChoice,
@@ -221,7 +224,7 @@ fn record(
     on: &mut dyn FnMut(Event<'_>),
     rep: &mut Reporter,
 ) -> Result<Ended, ConnError> {
-    let Some(stream) = open_stream(conn, src, channel)? else {
+    let Some(stream) = open_stream(conn, src, channel, None)? else {
         return Ok(Ended::Lost(gone(src)));
     };
     let rate = stream.sample_spec.sample_rate;
@@ -275,10 +278,11 @@ fn record(
 
 /// Opens a record stream of `src`: mono float samples at its rate, in fragments of about
 /// [`FRAGMENT`]. `None`: the source went between the listing and the request.
-fn open_stream(
+pub(super) fn open_stream(
     conn: &mut Conn,
     src: &Source,
     channel: Channel,
+    on_input: Option<u32>,
 ) -> Result<Option<protocol::CreateRecordStreamReply>, ConnError> {
     let rate = src.rate.clamp(8_000, 192_000);
     let fragment = (rate as u64 * FRAGMENT.as_millis() as u64 / 1000) as u32 * 4;
@@ -294,6 +298,8 @@ fn open_stream(
         },
         channel_map: ChannelMap::mono(),
         source_index: Some(src.index),
+        // Only what this sink input plays (the monitor of its sink, before mixing).
+        direct_on_input_index: on_input,
         buffer_attr: BufferAttr {
             max_length: u32::MAX,
             fragment_size: fragment,
@@ -330,7 +336,7 @@ fn open_stream(
 
 /// The whole samples of the data received: `carry` keeps the bytes of a sample cut between two
 /// messages.
-fn decode(carry: &mut Vec<u8>, bytes: &[u8], samples: &mut Vec<f32>) {
+pub(super) fn decode(carry: &mut Vec<u8>, bytes: &[u8], samples: &mut Vec<f32>) {
     carry.extend_from_slice(bytes);
     let whole = carry.len() / 4 * 4;
     samples.clear();

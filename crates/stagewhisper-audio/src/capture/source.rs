@@ -56,6 +56,9 @@ pub fn resolve(
 ) -> Result<Source, String> {
     match choice {
         SourceChoice::Off => Err("off".into()),
+        SourceChoice::App(app) => Err(format!(
+            "“{app}”'s own sound is heard while listening to a call, not as a source of its own"
+        )),
         SourceChoice::Named(name) => sources
             .iter()
             .find(|s| &s.name == name)

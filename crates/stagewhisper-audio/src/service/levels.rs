@@ -2,6 +2,7 @@
 //! listening (from the channels' captures) or while Settings measures without listening
 //! ([`Meters`]: captures that only measure, until a deadline).
 
+use super::silence::Silence;
 use crate::capture;
 use crate::pipeline::Shared;
 use stagewhisper_core::audio::{AudioSettings, Channel};
@@ -23,6 +24,15 @@ pub(super) struct Ticker {
 
 impl Ticker {
     pub fn start(shared: &Arc<Shared>, on: impl Fn(Channel) -> bool + Send + 'static) -> Ticker {
+        Ticker::watching(shared, on, None)
+    }
+
+    /// Also watches for a silent channel (a listening call).
+    pub fn watching(
+        shared: &Arc<Shared>,
+        on: impl Fn(Channel) -> bool + Send + 'static,
+        mut silence: Option<Silence>,
+    ) -> Ticker {
         let stop = Arc::new(AtomicBool::new(false));
         let (s, shared) = (stop.clone(), shared.clone());
         let thread = std::thread::Builder::new()
@@ -36,6 +46,12 @@ impl Ticker {
                     };
                     let (mic, system) = (level(Channel::Mic), level(Channel::System));
                     shared.ctx.publish_live(Change::AudioLevel { mic, system });
+                    if let Some(said) = silence
+                        .as_mut()
+                        .and_then(|w| w.tick(shared.now_ms(), mic, system))
+                    {
+                        shared.ctx.publish_live(said);
+                    }
                 }
             })
             .expect("spawn the levels thread");

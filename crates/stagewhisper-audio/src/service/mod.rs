@@ -13,9 +13,11 @@
 //! - **Test** (`sound_check`: record a few seconds of a channel and transcribe them) and
 //!   **meters** (`levels`: levels without listening, for Settings).
 
+mod detection;
 mod engine_check;
 mod levels;
 mod settings;
+mod silence;
 mod sound_check;
 
 pub use settings::SETTINGS_FILE;
@@ -23,6 +25,7 @@ pub use settings::SETTINGS_FILE;
 use crate::backlog::Backlog;
 use crate::capture::{self, CaptureError, Source};
 use crate::pipeline::{self, capitalise, channel_words, ChannelState, ChannelWorker, Shared};
+use detection::Detection;
 use levels::{run_meters, Meters, Ticker};
 use settings::{check_named, load_settings, newly_named, save_settings};
 use sound_check::record_and_transcribe;
@@ -31,10 +34,11 @@ use stagewhisper_core::audio::{
     AudioError, AudioSettings, AudioTest, AudioTestResult, AudioUpdate, AudioView, Channel, Ears,
     EarsContext, EarsFactory, EngineSettings, EngineUpdate, SourceView,
 };
+use stagewhisper_core::detect::{DetectionUpdate, DetectionView};
 use stagewhisper_core::engine_check::EngineCheck;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -65,6 +69,10 @@ pub struct AudioService {
     settings_path: PathBuf,
     control: tokio::sync::Mutex<Control>,
     drainer: Mutex<Option<JoinHandle<()>>>,
+    /// Call detection (`detection`).
+    detection: Detection,
+    /// Itself, for the threads it starts (call detection).
+    me: Weak<AudioService>,
 }
 
 impl AudioService {
@@ -85,7 +93,7 @@ impl AudioService {
                 .spawn(move || pipeline::drain(shared))
                 .expect("spawn the backlog thread")
         };
-        let service = Arc::new(AudioService {
+        let service = Arc::new_cyclic(|me| AudioService {
             shared,
             settings_path,
             control: tokio::sync::Mutex::new(Control {
@@ -93,7 +101,10 @@ impl AudioService {
                 meters: None,
             }),
             drainer: Mutex::new(Some(drainer)),
+            detection: Detection::new(),
+            me: me.clone(),
         });
+        service.switch_detection();
         if let Some(call) = listening {
             let s = service.clone();
             service.shared.rt.spawn(async move { s.resume(call).await });
@@ -168,12 +179,17 @@ impl AudioService {
             }
         }
         let on = self.shared.clone();
-        let ticker = Ticker::start(&self.shared, move |ch| {
-            matches!(
-                on.state.lock().unwrap().channels.get(&ch),
-                Some(ChannelState::Recording(_))
-            )
-        });
+        let silence = silence::Silence::new(call_id, self.shared.now_ms());
+        let ticker = Ticker::watching(
+            &self.shared,
+            move |ch| {
+                matches!(
+                    on.state.lock().unwrap().channels.get(&ch),
+                    Some(ChannelState::Recording(_))
+                )
+            },
+            Some(silence),
+        );
         c.listening = Some(Listening {
             call_id: call_id.to_string(),
             workers,
@@ -455,8 +471,33 @@ impl Ears for AudioService {
         })
     }
 
+    fn detection(&self) -> Result<DetectionView, AudioError> {
+        Ok(self.detection_view())
+    }
+
+    fn set_detection(
+        &self,
+        update: DetectionUpdate,
+    ) -> BoxFuture<'_, Result<DetectionView, AudioError>> {
+        Box::pin(self.update_detection(update))
+    }
+
+    fn offer_accepted(&self, app: &str, call_id: &str) {
+        self.accepted(app, call_id);
+    }
+
+    fn dismiss_offer(
+        &self,
+        app: &str,
+        never: bool,
+    ) -> BoxFuture<'_, Result<DetectionView, AudioError>> {
+        let app = app.to_string();
+        Box::pin(async move { self.dismiss(&app, never).await })
+    }
+
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            self.stop_detection().await;
             let mut c = self.control.lock().await;
             c.meters = None;
             if let Some(l) = c.listening.take() {

@@ -21,6 +21,7 @@ pub(crate) mod archive;
 mod assistant;
 mod audio;
 mod calls;
+mod detection;
 mod models;
 mod permissions;
 mod routes;
@@ -197,6 +198,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(archive::routes())
         .merge(audio::routes())
         .merge(models::routes())
+        .merge(detection::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
     let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
@@ -564,6 +566,10 @@ mod tests {
             "DELETE /api/models/{name}/download",
             "POST /api/models/import",
             "DELETE /api/models/{name}",
+            "GET /api/audio/detection",
+            "PUT /api/audio/detection",
+            "POST /api/audio/detection/accept",
+            "POST /api/audio/detection/dismiss",
         ];
         want.sort();
         assert_eq!(ops, want);

@@ -23,18 +23,35 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The programs the audio tests run.
-const TOOLS: [&str; 4] = ["pulseaudio", "pactl", "paplay", "espeak-ng"];
+const TOOLS: [&str; 6] = ["pulseaudio", "pactl", "paplay", "parec", "espeak-ng", "sox"];
 
 /// `true` when the tools are here; otherwise prints why the test is skipped and returns
 /// `false`, or panics when `SW_AUDIO_REQUIRE=1`.
 pub fn tools(test: &str) -> bool {
-    let missing: Vec<&str> = TOOLS.iter().copied().filter(|t| !on_path(t)).collect();
+    const PIPEWIRE: [&str; 4] = [
+        "pipewire",
+        "pipewire-pulse",
+        "wireplumber",
+        "dbus-run-session",
+    ];
+    let pipewire = std::env::var("SW_SOUND_SERVER").is_ok_and(|v| v == "pipewire");
+    let missing: Vec<&str> = TOOLS
+        .iter()
+        .chain(if pipewire { &PIPEWIRE[..] } else { &[] })
+        .copied()
+        .filter(|t| !on_path(t))
+        .collect();
     if missing.is_empty() {
         return true;
     }
     let why = format!(
-        "{test}: needs {} (apt-get install pulseaudio pulseaudio-utils espeak-ng)",
-        missing.join(", ")
+        "{test}: needs {} (apt-get install pulseaudio pulseaudio-utils espeak-ng sox{})",
+        missing.join(", "),
+        if pipewire {
+            " pipewire pipewire-pulse wireplumber"
+        } else {
+            ""
+        }
     );
     if std::env::var("SW_AUDIO_REQUIRE").is_ok_and(|v| v == "1") {
         panic!("SW_AUDIO_REQUIRE=1 and {why}");
@@ -54,10 +71,86 @@ pub struct Pulse {
     child: Child,
     /// `unix:<dir>/native`
     pub server: String,
+    /// The child leads a process group to stop whole (PipeWire's three daemons).
+    group: bool,
 }
 
 impl Pulse {
+    /// A private sound server: PulseAudio, or PipeWire's pulse server when
+    /// `SW_SOUND_SERVER=pipewire` ([`Pulse::start_pipewire`]).
     pub fn start() -> Pulse {
+        if std::env::var("SW_SOUND_SERVER").is_ok_and(|v| v == "pipewire") {
+            return Pulse::start_pipewire();
+        }
+        Pulse::start_pulseaudio()
+    }
+
+    /// PipeWire, WirePlumber and pipewire-pulse (Debian's `pipewire pipewire-pulse wireplumber`)
+    /// in a D-Bus session of their own (`dbus-run-session`: WirePlumber needs a bus), in a
+    /// process group of their own that is stopped by its id; the same devices loaded through
+    /// `pactl` as PulseAudio's.
+    pub fn start_pipewire() -> Pulse {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::Builder::new()
+            .prefix("sw-pipewire-")
+            .tempdir()
+            .expect("a temp dir");
+        let d = dir.path();
+        let log = std::fs::File::create(d.join("pulseaudio.log")).unwrap();
+        let child = Command::new("dbus-run-session")
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "pipewire & sleep 0.5; wireplumber & pipewire-pulse & wait",
+            ])
+            .env("XDG_RUNTIME_DIR", d)
+            .env("HOME", d)
+            .env("XDG_CONFIG_HOME", d.join("config"))
+            .env_remove("DISPLAY")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .env_remove("PULSE_SERVER")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start pipewire (dbus-run-session)");
+        let socket = d.join("pulse/native");
+        let p = Pulse {
+            server: format!("unix:{}", socket.display()),
+            dir,
+            child,
+            group: true,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !(socket.exists() && p.try_pactl(&["info"]).is_ok()) {
+            assert!(
+                Instant::now() < deadline,
+                "pipewire-pulse did not answer within 20 s:\n{}",
+                p.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for m in [
+            "module-null-sink sink_name=call rate=48000 channels=2",
+            "module-null-sink sink_name=micfeed rate=48000 channels=1",
+            "module-remap-source master=micfeed.monitor source_name=mic",
+        ] {
+            let args: Vec<&str> = std::iter::once("load-module").chain(m.split(' ')).collect();
+            p.pactl(&args);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !p.sources().iter().any(|s| s == "mic") {
+            assert!(Instant::now() < deadline, "no source mic:\n{}", p.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        p.pactl(&["set-default-sink", "call"]);
+        p.pactl(&["set-default-source", "mic"]);
+        p
+    }
+
+    fn start_pulseaudio() -> Pulse {
         let dir = tempfile::Builder::new()
             .prefix("sw-pulse-")
             .tempdir()
@@ -100,6 +193,7 @@ impl Pulse {
             server: format!("unix:{}", socket.display()),
             dir,
             child,
+            group: false,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -193,6 +287,29 @@ impl Pulse {
             .expect("run paplay")
     }
 
+    /// A fake meeting application: `parec` recording from `source` as `app` (its
+    /// `application.name` and binary), its samples thrown away. Kill it to let go.
+    pub fn record_as(&self, app: &str, source: &str) -> Child {
+        self.tool("parec")
+            .args(["-d", source, "--raw"])
+            .arg(format!("--property=application.name={app}"))
+            .arg(format!("--property=application.process.binary={app}"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("run parec")
+    }
+
+    /// Plays a WAV file into `sink` as the application `app`, in the background.
+    pub fn play_as(&self, app: &str, sink: &str, wav: &Path) -> Child {
+        self.tool("paplay")
+            .args(["-d", sink])
+            .arg(format!("--property=application.name={app}"))
+            .arg(format!("--property=application.process.binary={app}"))
+            .arg(wav)
+            .spawn()
+            .expect("run paplay")
+    }
+
     /// Unloads the module that made `name` (a sink or a source): the device is gone.
     pub fn unplug(&self, module: &str, arg: &str) {
         let list = self.pactl(&["list", "short", "modules"]);
@@ -231,7 +348,13 @@ impl Pulse {
 
 impl Drop for Pulse {
     fn drop(&mut self) {
-        // Stopped by its PID (never by name: other tests run servers of their own).
+        // Stopped by its PID (never by name: other tests run servers of their own); PipeWire's
+        // daemons by the process group this child leads.
+        if self.group {
+            let _ = Command::new("kill")
+                .args(["-TERM", "--", &format!("-{}", self.child.id())])
+                .status();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
