@@ -84,6 +84,8 @@ pub enum StartError {
     Lock(#[from] LockError),
     #[error(transparent)]
     Token(#[from] TokenError),
+    #[error(transparent)]
+    Mcp(#[from] crate::mcp::McpError),
     #[error("cannot open the database: {0}")]
     Store(#[from] StoreError),
     #[error(
@@ -329,6 +331,11 @@ impl App {
             })
         });
 
+        let mcp = Arc::new(crate::mcp::Mcp::open(
+            &data_dir,
+            &ui_url,
+            conversation.clone(),
+        )?);
         let listener = Arc::new(CallbackListener {
             conversation: conversation.clone(),
             token: callback_token.clone(),
@@ -352,6 +359,7 @@ impl App {
             faults: config.faults.clone(),
             tunnel: tunnel.clone(),
             ears: ears.clone(),
+            mcp: mcp.clone(),
         }));
         let servers = serve_both(
             (bound.callback, listener),

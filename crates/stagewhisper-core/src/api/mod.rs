@@ -21,6 +21,7 @@ pub(crate) mod archive;
 mod assistant;
 mod audio;
 mod calls;
+mod mcp;
 mod permissions;
 mod routes;
 mod stop;
@@ -84,6 +85,8 @@ pub struct ApiState {
     pub tunnel: TunnelManager,
     /// The audio pipeline (its routes live in `api::audio`); `None`: the app cannot hear.
     pub ears: Option<Arc<dyn crate::audio::Ears>>,
+    /// The assistant's access to past calls (`/mcp`; its routes live in `api::mcp`).
+    pub mcp: Arc<crate::mcp::Mcp>,
 }
 
 impl FromRef<Arc<ApiState>> for TunnelManager {
@@ -192,6 +195,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(stop::routes())
         .merge(archive::routes())
         .merge(audio::routes())
+        .merge(mcp::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
     let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
@@ -204,6 +208,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
                 async move { crate::answers::Reply(StatusCode::OK, schema) }
             }),
         )
+        .route(crate::mcp::PATH, axum::routing::any(mcp::endpoint))
         .fallback(fallback)
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
