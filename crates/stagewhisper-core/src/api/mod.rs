@@ -558,6 +558,12 @@ mod tests {
             "DELETE /api/calls/{session_id}/listen",
             "POST /api/audio/test",
             "POST /api/audio/meters",
+            "GET /api/mcp",
+            "PUT /api/mcp",
+            "POST /api/mcp/token",
+            "GET /api/mcp/activity",
+            "PUT /api/calls/{session_id}",
+            "GET /api/sessions/{session_id}/mcp-reads",
         ];
         want.sort();
         assert_eq!(ops, want);

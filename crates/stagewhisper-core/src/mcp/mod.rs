@@ -89,6 +89,8 @@ pub struct Mcp {
     running: Semaphore,
     waiting: AtomicUsize,
     service: Service,
+    /// Every call's prelude names the tools while they are on.
+    conversation: Conversation,
 }
 
 impl Mcp {
@@ -111,12 +113,13 @@ impl Mcp {
             .disable_allowed_hosts()
             .disable_allowed_origins()
             .with_max_request_body_bytes(MAX_BODY);
+        let tools_conversation = conversation.clone();
         let service = StreamableHttpService::new(
-            move || Ok(tools::Tools::new(conversation.clone())),
+            move || Ok(tools::Tools::new(tools_conversation.clone())),
             Arc::new(NeverSessionManager::default()),
             config,
         );
-        Ok(Mcp {
+        let mcp = Mcp {
             token,
             enabled: AtomicBool::new(enabled),
             settings_path,
@@ -125,7 +128,10 @@ impl Mcp {
             running: Semaphore::new(MAX_RUNNING),
             waiting: AtomicUsize::new(0),
             service,
-        })
+            conversation,
+        };
+        mcp.conversation.set_prelude_note(mcp.prelude_note());
+        Ok(mcp)
     }
 
     pub fn enabled(&self) -> bool {
@@ -145,6 +151,7 @@ impl Mcp {
         let _one = self.settings_lock.lock().unwrap_or_else(|e| e.into_inner());
         write_secret(&self.settings_path, &json!({ "enabled": on }).to_string())?;
         self.enabled.store(on, Ordering::Relaxed);
+        self.conversation.set_prelude_note(self.prelude_note());
         tracing::info!(enabled = on, "MCP access to past calls changed");
         Ok(())
     }

@@ -103,16 +103,18 @@ async fn speakers(store: &Store, id: &str) -> Result<Vec<String>, StoreError> {
     .await?)
 }
 
-/// The newest reply to a summary request in the chat, if any.
+/// The assistant's first reply after the newest summary request in the chat, if any.
 async fn summary(store: &Store, id: &str) -> Result<Option<String>, StoreError> {
     Ok(sqlx::query_scalar(
-        "SELECT a.text FROM messages a WHERE a.session_id = ?1 AND a.kind = 'assistant' \
-         AND a.draft = 0 AND a.hidden = 0 AND a.task_id IN (SELECT u.task_id FROM messages u \
-         WHERE u.session_id = ?1 AND u.kind = 'user' AND u.task_id IS NOT NULL \
-         AND substr(u.text, 1, ?2) = ?3) ORDER BY a.sort_key DESC, a.id DESC LIMIT 1",
+        "SELECT a.text FROM messages a, (SELECT sort_key, id FROM messages \
+             WHERE session_id = ?1 AND kind = 'user' AND substr(text, 1, ?2) = ?3 \
+             ORDER BY sort_key DESC, id DESC LIMIT 1) q \
+         WHERE a.session_id = ?1 AND a.kind = 'assistant' AND a.draft = 0 AND a.hidden = 0 \
+           AND (a.sort_key, a.id) > (q.sort_key, q.id) \
+         ORDER BY a.sort_key, a.id LIMIT 1",
     )
     .bind(id)
-    .bind(SUMMARY_REQUEST.len() as i64)
+    .bind(SUMMARY_REQUEST.chars().count() as i64)
     .bind(SUMMARY_REQUEST)
     .fetch_optional(store.reads())
     .await?)
@@ -403,4 +405,16 @@ pub async fn current(store: &Store, last: i64) -> Result<Current, StoreError> {
             turns_total,
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut;
+
+    #[test]
+    fn long_texts_are_cut_with_a_marker() {
+        assert_eq!(cut("short", 10), "short");
+        assert_eq!(cut("ééééé", 5), "ééééé");
+        assert_eq!(cut("ééééééé", 5), "ééééé… [cut: 2 more characters]");
+    }
 }

@@ -452,3 +452,53 @@ impl ServerHandler for Tools {
             .with_instructions(INSTRUCTIONS)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_iso_dates_or_date_times() {
+        let t = |s: &str| time_arg("since", Some(s)).map_err(|e| e.message.to_string());
+        assert_eq!(
+            t("2026-11-12").unwrap().unwrap(),
+            "2026-11-12T00:00:00.000000Z"
+        );
+        assert_eq!(
+            t("2026-11-12T10:00:00+01:00").unwrap().unwrap(),
+            "2026-11-12T09:00:00.000000Z"
+        );
+        assert_eq!(
+            t("2026-11-12T09:30:00").unwrap().unwrap(),
+            "2026-11-12T09:30:00.000000Z"
+        );
+        assert!(t("yesterday").unwrap_err().contains("ISO 8601"));
+        assert_eq!(time_arg("until", Some("  ")).unwrap(), None);
+    }
+
+    #[test]
+    fn plain_words_are_quoted_and_syntax_is_kept() {
+        assert_eq!(
+            search_query("price agreed").unwrap(),
+            "\"price\" \"agreed\"*"
+        );
+        assert_eq!(
+            search_query("what's 10:30?").unwrap(),
+            "\"what\" \"s\" \"10\" \"30\"*"
+        );
+        assert_eq!(search_query("price OR cost").unwrap(), "price OR cost");
+        assert_eq!(search_query("\"42 walruses\"").unwrap(), "\"42 walruses\"");
+        assert!(search_query(" ?! ").is_err());
+        assert!(search_query(&"x".repeat(MAX_QUERY_CHARS + 1)).is_err());
+    }
+
+    #[test]
+    fn malformed_arguments_are_invalid_params() {
+        let args = |v: serde_json::Value| v.as_object().cloned();
+        let e = check_args("get_call", args(json!({"call_id": 5})).as_ref()).unwrap_err();
+        assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert!(check_args("get_call", None).is_err());
+        assert!(check_args("current_call", None).is_ok());
+        assert!(check_args("list_calls", args(json!({"limit": 5})).as_ref()).is_ok());
+    }
+}
