@@ -95,7 +95,7 @@ export class McpSettings {
     this.details.append(
       row('MCP URL', this.urlEl, copyButton('MCP URL', () => this.view?.url ?? '', 'mcp-copy-url')),
       row('MCP token', this.tokenEl, this.revealBtn, copyButton('MCP token', () => this.view?.token ?? '', 'mcp-copy-token'), rotateBtn),
-      h('p', { class: 'setting-note' }, 'Rotating makes a new token at once: the old one stops working, so give the new one to your assistant.'),
+      h('p', { class: 'setting-note' }, 'Rotating makes a new token at once: the old one stops working, so give the new one to your assistant. The URL’s port changes when the app restarts unless it is started with --ui-listen 127.0.0.1:<port>.'),
       h('h3', null, 'Set up your assistant'),
       this.snippetsEl,
       h('h3', null, 'What your assistant read'),
