@@ -230,7 +230,10 @@ async fn mcp_search(http: &reqwest::Client, ui: &str, token: &str, queries: &[St
             .await
             .unwrap();
         times.push(t.elapsed().as_secs_f64() * 1000.0);
-        assert!(r["result"]["structuredContent"]["results"].is_array(), "{r}");
+        assert!(
+            r["result"]["structuredContent"]["results"].is_array(),
+            "{r}"
+        );
     }
     times.sort_by(f64::total_cmp);
     times

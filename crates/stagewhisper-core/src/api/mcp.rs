@@ -101,7 +101,7 @@ async fn rotate_mcp_token(State(api): St) -> ApiResult {
 
 /// The access log: the calls the assistant's tools returned, newest first.
 #[utoipa::path(get, path = "/api/mcp/activity", tag = "mcp",
-    params(("limit" = Option<i64>, Query, description = "entries (1–200; default 50)")),
+    params(("limit" = Option<i64>, Query, minimum = 1, maximum = 200, description = "entries (1–200; default 50)")),
     responses((status = 200, body = Vec<McpRead>),
         (status = 400, body = ErrorDoc, description = "`invalid_limit`")))]
 async fn mcp_activity(State(api): St, uri: axum::http::Uri) -> ApiResult {

@@ -199,13 +199,6 @@ impl Mcp {
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             return r;
         }
-        let Some(_place) = self.place().await else {
-            return rpc_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                -32000,
-                "the server is busy with other requests of your assistant; retry shortly",
-            );
-        };
         let (parts, body) = req.into_parts();
         let bytes = if parts.method == Method::POST {
             let read = if http::declared_too_large(&parts.headers, MAX_BODY) {
@@ -235,6 +228,14 @@ impl Mcp {
             }
         } else {
             bytes::Bytes::new()
+        };
+        // A place only once the body is in: a slow sender never holds one.
+        let Some(_place) = self.place().await else {
+            return rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -32000,
+                "the server is busy with other requests of your assistant; retry shortly",
+            );
         };
         let req = axum::http::Request::from_parts(parts, Full::new(bytes));
         match self.service.clone().oneshot(req).await {

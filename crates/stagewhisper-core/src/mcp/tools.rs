@@ -355,7 +355,8 @@ impl Tools {
             .await
             .map_err(storage)?
             .ok_or_else(|| not_found(&a.call_id))?;
-        self.logged("get_transcript", &[t.call_id.clone()], t).await
+        let ids = vec![t.call_id.clone()];
+        self.logged("get_transcript", &ids, t).await
     }
 
     #[tool(
@@ -374,7 +375,8 @@ impl Tools {
             .await
             .map_err(storage)?
             .ok_or_else(|| not_found(&a.call_id))?;
-        self.logged("get_call", &[c.info.call_id.clone()], c).await
+        let ids = vec![c.info.call_id.clone()];
+        self.logged("get_call", &ids, c).await
     }
 
     #[tool(
