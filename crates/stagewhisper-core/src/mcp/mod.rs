@@ -288,3 +288,75 @@ fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
     );
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{App, Config};
+
+    /// Two requests at work, sixteen waiting, the next refused at once; the waiting ones get
+    /// their place as the first two finish.
+    #[tokio::test]
+    async fn at_most_two_at_work_and_sixteen_waiting() {
+        let tmp = tempfile::tempdir().unwrap();
+        let app = App::start(Config::new(tmp.path().to_path_buf()))
+            .await
+            .unwrap();
+        let mcp = app.api.mcp.clone();
+        let (a, b) = (mcp.place().await.unwrap(), mcp.place().await.unwrap());
+        let waiters: Vec<_> = (0..MAX_WAITING)
+            .map(|_| {
+                let m = mcp.clone();
+                tokio::spawn(async move { m.place().await.is_some() })
+            })
+            .collect();
+        while mcp.waiting.load(Ordering::Acquire) < MAX_WAITING {
+            tokio::task::yield_now().await;
+        }
+        let t = std::time::Instant::now();
+        assert!(mcp.place().await.is_none(), "the seventeenth waits");
+        assert!(t.elapsed() < Duration::from_secs(1), "refused at once");
+        drop((a, b));
+        for w in waiters {
+            assert!(w.await.unwrap());
+        }
+        assert_eq!(mcp.waiting.load(Ordering::Acquire), 0);
+        drop(mcp);
+        app.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn the_switch_is_kept_and_the_prelude_follows_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let app = App::start(Config::new(tmp.path().to_path_buf()))
+            .await
+            .unwrap();
+        let mcp = app.api.mcp.clone();
+        assert!(!mcp.enabled());
+        let plain = app.conversation.call_prelude("Coach {title}", Some("Acme"));
+        assert_eq!(plain, "Coach \"Acme\"");
+        mcp.set_enabled(true).unwrap();
+        let with = app.conversation.call_prelude("Coach {title}", Some("Acme"));
+        let v = mcp.view();
+        assert!(
+            with.starts_with("Coach \"Acme\"\n") && with.contains(&v.url),
+            "{with}"
+        );
+        assert!(
+            with.contains("search_calls") && !with.contains(&v.token),
+            "{with}"
+        );
+        drop(mcp);
+        app.shutdown().await;
+        let app = App::start(Config::new(tmp.path().to_path_buf()))
+            .await
+            .unwrap();
+        assert!(app.api.mcp.enabled(), "kept across a restart");
+        assert_eq!(app.api.mcp.view().token, v.token, "the same token");
+        assert!(app
+            .conversation
+            .call_prelude("x", None)
+            .contains("search_calls"));
+        app.shutdown().await;
+    }
+}
