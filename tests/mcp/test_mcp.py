@@ -235,7 +235,7 @@ def run_tests(app, ids):
             assert sorted(a["speakers"]) == ["Dana", "Sam"], a
             assert a["summary"] == "Price: 42 walruses per seat", a
             assert a["duration_s"] is not None and v["calls"][0]["ended_at"] is None
-            v = data(await s.call_tool("list_calls", {"query": "ACME"}))
+            v = data(await s.call_tool("list_calls", {"query": "RENEWAL acme"}))
             assert [c["call_id"] for c in v["calls"]] == [acme], v
             v = data(await s.call_tool("list_calls", {"limit": 1}))
             assert len(v["calls"]) == 1 and v["more"] is True, v

@@ -144,7 +144,7 @@ async fn info(store: &Store, s: Visible) -> Result<CallInfo, StoreError> {
 /// What `list_calls` filters on.
 #[derive(Debug, Default, Clone)]
 pub struct ListFilter {
-    /// Words in the title (every one, any case).
+    /// Words in the title (every one; ASCII letters in any case, as SQLite's `lower`).
     pub words: Vec<String>,
     /// Started at or after (RFC 3339, the store's form).
     pub since: Option<String>,
@@ -163,7 +163,7 @@ pub async fn list_calls(
          AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?)"
     );
     for _ in &f.words {
-        sql.push_str(" AND instr(lower(coalesce(title, '')), ?) > 0");
+        sql.push_str(" AND instr(lower(coalesce(title, '')), lower(?)) > 0");
     }
     sql.push_str(" ORDER BY created_at DESC, rowid DESC LIMIT ?");
     // Plain `?` only: sqlx numbers them on their own, apart from `?N`.
@@ -173,7 +173,7 @@ pub async fn list_calls(
         .bind(&f.until)
         .bind(&f.until);
     for w in &f.words {
-        q = q.bind(w.to_lowercase());
+        q = q.bind(w);
     }
     let rows = q.bind(limit + 1).fetch_all(store.reads()).await?;
     let more = rows.len() as i64 > limit;

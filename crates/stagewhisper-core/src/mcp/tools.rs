@@ -37,7 +37,8 @@ now. Every answer is small: page with `limit` and the fields the answers give. T
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct ListCallsArgs {
-    /// Words that must all be in the call's title (any case). Leave out to list every call.
+    /// Words that must all be in the call's title (case-insensitive for A–Z). Leave out to
+    /// list every call.
     pub query: Option<String>,
     /// Only calls that started at or after this time: ISO 8601, a date (`2026-11-12`, UTC) or
     /// a date and time (`2026-11-12T09:00:00Z`).
