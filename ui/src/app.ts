@@ -16,6 +16,7 @@ import type { SearchHit } from './search';
 import { InsightsView } from './insights';
 import { insightsNotice } from './kinds/clawborrator';
 import { SettingsView } from './settings';
+import { McpReads, McpSettings } from './settings/mcp';
 import { tunnelChip } from './tunnel';
 import { Store, tunnelActive, type Change } from './store';
 import { TranscriptView } from './transcript';
@@ -88,6 +89,8 @@ export class App {
   private insights: InsightsView;
   private history: HistoryView;
   private settings: SettingsView;
+  private mcpSettings: McpSettings;
+  private mcpReads: McpReads;
   private transcript: TranscriptView;
   /** The Call tab: the live call as one view, or the review of an ended one. */
   private callView: CallView;
@@ -188,6 +191,10 @@ export class App {
       },
     });
     this.settings.addCard(this.detection.card);
+    this.mcpSettings = new McpSettings((m, p, b) => this.api(m, p, b));
+    this.settings.assistant.card.after(this.mcpSettings.card);
+    this.mcpReads = new McpReads((m, p, b) => this.api(m, p, b));
+    this.insights.panel.prepend(this.mcpReads.el);
     this.listen = new ListenControls({
       setListening: (on) => this.setListening(on),
       openSettings: () => {
@@ -1026,6 +1033,7 @@ export class App {
             : 'No insights yet. They appear here during the call.',
     );
     this.transcript.bind(conv, s ?? null);
+    void this.mcpReads.show(sid);
     this.transcript.renderPartials(this.store.partialsOf(sid));
     this.dirty.transcript = true;
   }
@@ -1057,7 +1065,9 @@ export class App {
       this.renderCallView();
     }
     if (tab === 'history') this.history.render(this.store.sessionList(), this.activeId);
+    if (tab === 'insights') void this.mcpReads.show(this.activeId);
     if (tab === 'settings') {
+      void this.mcpSettings.load();
       void this.settings.load();
       this.scheduleAssistantPoll(0);
       this.scheduleTunnelPoll(0);

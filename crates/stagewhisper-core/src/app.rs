@@ -88,6 +88,8 @@ pub enum StartError {
     Lock(#[from] LockError),
     #[error(transparent)]
     Token(#[from] TokenError),
+    #[error(transparent)]
+    Mcp(#[from] crate::mcp::McpError),
     #[error("cannot open the database: {0}")]
     Store(#[from] StoreError),
     #[error(
@@ -342,6 +344,11 @@ impl App {
             })
         });
 
+        let mcp = Arc::new(crate::mcp::Mcp::open(
+            &data_dir,
+            &ui_url,
+            conversation.clone(),
+        )?);
         let listener = Arc::new(CallbackListener {
             conversation: conversation.clone(),
             token: callback_token.clone(),
@@ -366,6 +373,7 @@ impl App {
             tunnel: tunnel.clone(),
             ears: ears.clone(),
             models: models.clone(),
+            mcp: mcp.clone(),
         }));
         let servers = serve_both(
             (bound.callback, listener),

@@ -45,6 +45,7 @@ pub mod http;
 pub mod hub;
 pub mod links;
 pub mod listener;
+pub mod mcp;
 pub mod model;
 pub mod models;
 pub mod net;

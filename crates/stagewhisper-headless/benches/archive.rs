@@ -8,7 +8,8 @@
 //!    fixed vocabulary, so some words are rare and some are in most rows) in one transaction
 //!    of the database file, the full-text index kept by its triggers as in the app;
 //! 2. starts the binary again and measures over loopback HTTP (keep-alive):
-//!    - `GET /api/search?q=…` for rare, common, two-word and prefix queries: p50 / p99;
+//!    - `GET /api/search?q=…` for rare, common, two-word and prefix queries: p50 / p99; and the
+//!      same queries through the MCP tool `search_calls` (`POST /mcp`): p50 / p99;
 //!    - `GET /api/sessions/{id}/messages?limit=100`, the newest page: the first request after
 //!      start and the median of 20;
 //!    - the process's RSS (`/proc/PID/status`) before and after paging through the whole chat
@@ -199,6 +200,45 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// `search_calls` over MCP for each of `queries`: the sorted times (ms).
+async fn mcp_search(http: &reqwest::Client, ui: &str, token: &str, queries: &[String]) -> Vec<f64> {
+    let on: Value = http
+        .put(format!("{ui}/api/mcp"))
+        .bearer_auth(token)
+        .json(&json!({"enabled": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (url, mcp_token) = (on["url"].as_str().unwrap(), on["token"].as_str().unwrap());
+    let mut times = Vec::new();
+    for (i, q) in queries.iter().enumerate() {
+        let t = Instant::now();
+        let r: Value = http
+            .post(url)
+            .bearer_auth(mcp_token)
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-06-18")
+            .json(&json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                "params": {"name": "search_calls", "arguments": {"query": q, "limit": 10}}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert!(
+            r["result"]["structuredContent"]["results"].is_array(),
+            "{r}"
+        );
+    }
+    times.sort_by(f64::total_cmp);
+    times
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let n: usize = arg("--messages").map_or(100_000, |v| v.parse().unwrap());
@@ -271,6 +311,7 @@ async fn main() {
         ("two words", vec![], 0),
         ("prefix", vec![], 0),
     ];
+    let mut asked: Vec<String> = Vec::new();
     for q in 0..queries {
         let (k, text) = match q % 4 {
             0 => (0, words[1500 + (rng.next() % 500) as usize].clone()),
@@ -285,6 +326,7 @@ async fn main() {
             ),
             _ => (3, format!("w{}", 10 + rng.next() % 90)),
         };
+        asked.push(text.clone());
         let (ms, body) = get(format!("/api/search?q={}", text.replace(' ', "+"))).await;
         let v: Value = serde_json::from_slice(&body).unwrap();
         kinds[k].1.push(ms);
@@ -292,6 +334,10 @@ async fn main() {
     }
     let mut all: Vec<f64> = kinds.iter().flat_map(|k| k.1.iter().copied()).collect();
     all.sort_by(f64::total_cmp);
+
+    // The same queries as the assistant's MCP tool `search_calls` (JSON-RPC over Streamable
+    // HTTP on `/mcp`, its own token; each answer also writes the access log).
+    let mcp = mcp_search(&http, &p.ui_url, &p.ui_token, &asked).await;
 
     // Page through everything.
     let (rss1, _) = rss(pid);
@@ -372,6 +418,13 @@ async fn main() {
         pct(&all, 0.5),
         pct(&all, 0.99),
         all[all.len() - 1]
+    );
+    println!(
+        "{:<14} {:>8.2} {:>8.2} {:>8.2}   (MCP search_calls, limit 10; target p99 < 50 ms)",
+        "mcp",
+        pct(&mcp, 0.5),
+        pct(&mcp, 0.99),
+        mcp[mcp.len() - 1]
     );
     println!();
     println!(

@@ -22,6 +22,7 @@ mod assistant;
 mod audio;
 mod calls;
 mod detection;
+mod mcp;
 mod models;
 mod permissions;
 mod routes;
@@ -89,6 +90,8 @@ pub struct ApiState {
     /// The speech model shelf (its routes live in `api::models`); `None`: `503
     /// models_unavailable`.
     pub models: Option<Arc<dyn crate::models::Models>>,
+    /// The assistant's access to past calls (`/mcp`; its routes live in `api::mcp`).
+    pub mcp: Arc<crate::mcp::Mcp>,
 }
 
 impl FromRef<Arc<ApiState>> for TunnelManager {
@@ -199,6 +202,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(audio::routes())
         .merge(models::routes())
         .merge(detection::routes())
+        .merge(mcp::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
     let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
@@ -211,6 +215,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
                 async move { crate::answers::Reply(StatusCode::OK, schema) }
             }),
         )
+        .route(crate::mcp::PATH, axum::routing::any(mcp::endpoint))
         .fallback(fallback)
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
@@ -570,6 +575,12 @@ mod tests {
             "PUT /api/audio/detection",
             "POST /api/audio/detection/accept",
             "POST /api/audio/detection/dismiss",
+            "GET /api/mcp",
+            "PUT /api/mcp",
+            "POST /api/mcp/token",
+            "GET /api/mcp/activity",
+            "PUT /api/calls/{session_id}",
+            "GET /api/sessions/{session_id}/mcp-reads",
         ];
         want.sort();
         assert_eq!(ops, want);

@@ -10,7 +10,7 @@ use super::kind::{ByoKind, Paired, CHAT_DEADLINE_MS, LIVE_DEADLINE_MS, SUMMARY_D
 use super::pairing;
 use super::schema;
 use crate::assistants::outbox::transcript_text;
-use crate::assistants::prelude::{render_prelude, DEFAULT_PRELUDE};
+use crate::assistants::prelude::DEFAULT_PRELUDE;
 use crate::assistants::{Attempt, KindError, Outgoing};
 use crate::protocol::{Callback, Status};
 use serde_json::{json, Value};
@@ -67,7 +67,11 @@ impl ByoKind {
             .map(|t| transcript_text(t.speaker.as_deref(), &t.text))
             .collect();
         let title = self.call_title(call_id).await;
-        let framing = render_prelude(DEFAULT_PRELUDE, title.as_deref());
+        let framing = self
+            .inner
+            .ctx
+            .conversation
+            .call_prelude(DEFAULT_PRELUDE, title.as_deref());
         let payload = schema::live_payload(&framing, &lines, waiting.len());
         let job_id = uuid::Uuid::new_v4().to_string();
         let deadline = self.now_ms() + LIVE_DEADLINE_MS;

@@ -141,6 +141,9 @@ pub struct Conversation {
     hub: EventHub,
     clock: SharedClock,
     settings: Settings,
+    /// A sentence every call's prelude ends with (the assistant's tools over MCP, while they
+    /// are on: [`crate::mcp`]).
+    prelude_note: std::sync::Arc<std::sync::RwLock<Option<String>>>,
 }
 
 impl Conversation {
@@ -159,7 +162,23 @@ impl Conversation {
             hub,
             clock,
             settings,
+            prelude_note: std::sync::Arc::default(),
         })
+    }
+
+    /// Sets (or clears) the sentence every call's prelude ends with from now on.
+    pub fn set_prelude_note(&self, note: Option<String>) {
+        *self.prelude_note.write().unwrap_or_else(|e| e.into_inner()) = note;
+    }
+
+    /// A call's prelude: `template` filled in with the title
+    /// ([`crate::assistants::prelude::render_prelude`]), then the note, if any.
+    pub fn call_prelude(&self, template: &str, title: Option<&str>) -> String {
+        let text = crate::assistants::prelude::render_prelude(template, title);
+        match &*self.prelude_note.read().unwrap_or_else(|e| e.into_inner()) {
+            Some(note) => format!("{text}\n{note}"),
+            None => text,
+        }
     }
 
     pub fn store(&self) -> &Store {

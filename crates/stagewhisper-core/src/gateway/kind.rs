@@ -36,7 +36,7 @@ use super::identity::DeviceTokenStore;
 use super::mapping::{self, Admit, RunKind, Runs};
 use super::recover;
 use crate::assistants::outbox::transcript_text;
-use crate::assistants::prelude::{render_prelude, DEFAULT_PRELUDE};
+use crate::assistants::prelude::DEFAULT_PRELUDE;
 use crate::assistants::{AssistantContext, AssistantKind, Attempt, BoxFuture, KindError, Outgoing};
 use crate::http::Shutdown;
 use serde_json::{json, Map, Value};
@@ -500,7 +500,11 @@ impl AssistantKind for GatewayKind {
                     session_id,
                     title,
                 } => {
-                    let text = render_prelude(DEFAULT_PRELUDE, title.as_deref());
+                    let text = self
+                        .inner
+                        .ctx
+                        .conversation
+                        .call_prelude(DEFAULT_PRELUDE, title.as_deref());
                     self.deliver_insights(
                         task_id,
                         session_id,

@@ -10,7 +10,6 @@ use super::client::{self, Call, ClientError, Response};
 use super::config::{LinkConfig, Mode};
 use super::{Inner, StatusKind};
 use crate::assistants::outbox::transcript_text;
-use crate::assistants::prelude::render_prelude;
 use crate::assistants::{Attempt, Outgoing};
 use crate::clock::fmt_time;
 use hyper::{Method, StatusCode};
@@ -302,7 +301,7 @@ impl Inner {
         session_id: &str,
         title: Option<&str>,
     ) -> Attempt {
-        let text = render_prelude(cfg.prelude(), title);
+        let text = self.conversation.call_prelude(cfg.prelude(), title);
         let now = fmt_time(self.conversation.clock().now());
         let body = incoming_body(
             task_id,

@@ -65,6 +65,24 @@ impl Store {
     /// built from quoted terms), at most `limit`. A user message sent to an insights session is
     /// not an insight and stays out.
     pub async fn search(&self, fts_query: &str, limit: i64) -> Result<Vec<SearchRow>, StoreError> {
+        self.search_in(fts_query, limit, false).await
+    }
+
+    /// [`Store::search`] without the sessions marked private (what the MCP tools may show).
+    pub async fn search_shared(
+        &self,
+        fts_query: &str,
+        limit: i64,
+    ) -> Result<Vec<SearchRow>, StoreError> {
+        self.search_in(fts_query, limit, true).await
+    }
+
+    async fn search_in(
+        &self,
+        fts_query: &str,
+        limit: i64,
+        shared: bool,
+    ) -> Result<Vec<SearchRow>, StoreError> {
         let open = HIT_OPEN.to_string();
         let close = HIT_CLOSE.to_string();
         // One snapshot for `upto`, the rows above it and the index.
@@ -96,7 +114,7 @@ impl Store {
             .bind(upto)
             .execute(&mut *tx)
             .await?;
-            rows = sqlx::query(&search_sql("temp.search_tail", "search_tail"))
+            rows = sqlx::query(&search_sql("temp.search_tail", "search_tail", shared))
                 .bind(&open)
                 .bind(&close)
                 .bind(fts_query)
@@ -111,7 +129,7 @@ impl Store {
         let left = limit - rows.len() as i64;
         if left > 0 {
             rows.extend(
-                sqlx::query(&search_sql("messages_fts", "messages_fts"))
+                sqlx::query(&search_sql("messages_fts", "messages_fts", shared))
                     .bind(&open)
                     .bind(&close)
                     .bind(fts_query)
@@ -192,8 +210,10 @@ const INDEXED_ROWS: &str =
     "kind IN ('user', 'assistant', 'transcript') AND draft = 0 AND hidden = 0 AND purpose IS NULL";
 
 /// A search over one FTS5 table (`table` as named in FROM, `name` as the MATCH and `snippet()`
-/// name it), newest first. Binds: hit open, hit close, the query, the limit.
-fn search_sql(table: &str, name: &str) -> String {
+/// name it), newest first; `shared`: without private sessions. Binds: hit open, hit close, the
+/// query, the limit.
+fn search_sql(table: &str, name: &str, shared: bool) -> String {
+    let private = if shared { "AND s.private = 0" } else { "" };
     format!(
         "SELECT m.id, m.session_id, m.kind, m.received_at, m.occurred_at, m.sort_key, \
                 s.title, s.is_call, s.created_at, \
@@ -204,7 +224,7 @@ fn search_sql(table: &str, name: &str) -> String {
              CASE WHEN m.session_id LIKE 'insights:%' THEN substr(m.session_id, 10) \
                   ELSE m.session_id END \
          WHERE {name} MATCH ? AND s.deleted_at IS NULL AND s.kind = 'chat' \
-           AND NOT (m.session_id LIKE 'insights:%' AND m.kind = 'user') \
+           AND NOT (m.session_id LIKE 'insights:%' AND m.kind = 'user') {private} \
          ORDER BY f.rowid DESC LIMIT ?"
     )
 }

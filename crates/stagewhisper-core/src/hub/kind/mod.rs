@@ -21,7 +21,7 @@
 //!   newest hub timestamp is kept (`clawborrator.state.json`) as the next start's replay cutoff.
 
 use super::client::{HubClient, HubHandle, HubSettings, HubStatus, HubTiming, Token};
-use crate::assistants::prelude::{render_prelude, DEFAULT_PRELUDE};
+use crate::assistants::prelude::DEFAULT_PRELUDE;
 use crate::assistants::{
     AssistantContext, AssistantKind, Attempt, BoxFuture, KindError, KindRoutes, Outgoing,
 };
@@ -523,7 +523,10 @@ impl AssistantKind for ClawborratorKind {
                     if self.saved().and_then(|s| s.insights_session_id).is_none() {
                         return Attempt::Delivered("no_insights_session");
                     }
-                    let text = render_prelude(DEFAULT_PRELUDE, title.as_deref());
+                    let text = shared
+                        .ctx
+                        .conversation
+                        .call_prelude(DEFAULT_PRELUDE, title.as_deref());
                     self.prompt(Lane::Insights, text, |local| {
                         let mut r = shared.routes.lock().expect("routes lock");
                         r.last_call = Some(call_id.clone());
