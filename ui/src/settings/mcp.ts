@@ -204,7 +204,7 @@ export class McpReads {
     }
     const res = await this.api<{ private: boolean; reads: McpRead[] }>('GET', `/api/sessions/${encodeURIComponent(sid)}/mcp-reads`);
     if (this.sid !== sid) return;
-    if (res.status !== 200) {
+    if (res.status !== 200 || !Array.isArray(res.body?.reads)) {
       this.el.hidden = true;
       return;
     }
