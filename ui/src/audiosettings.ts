@@ -10,6 +10,7 @@
 // the store (`store.audio`, `store.levels`). The list of sources is this card's own (read when
 // Settings opens and while it stays open).
 
+import { SpeakersSetting } from './speakers';
 import { describeError, plainError } from './errors';
 import { apiError, audioErrorField, backlogText, hostOf, isLoopbackUrl, LevelMeter, METERS_RENEW_MS, METERS_SECONDS, normSources, sourceOptions, TEST_SECONDS, type AudioField } from './audio';
 import { h } from './dom';
@@ -120,6 +121,7 @@ export class AudioSettings {
   private visible = false;
   private renewTimer: ReturnType<typeof setTimeout> | undefined;
   private testing: AudioChannel | null = null;
+  private speakers: SpeakersSetting;
 
   constructor(private actions: AudioSettingsActions) {
     const err = (f: Field) => {
@@ -260,7 +262,8 @@ export class AudioSettings {
       h('div', { class: 'setting-label' }, 'New calls'),
       h('div', { class: 'setting-field' }, h('label', { class: 'mode-option', for: 'audio-listen-on-start' }, this.listenOnStart, h('span', null, 'Start listening when I start a call'))),
     );
-    this.pipelineOnly = [this.sourceFields, newCalls, form];
+    this.speakers = new SpeakersSetting(this.actions);
+    this.pipelineOnly = [this.sourceFields, newCalls, form, this.speakers.el];
     this.card = h(
       'fieldset',
       { class: 'card', id: 'settings-audio', tabindex: '-1' },
@@ -271,6 +274,7 @@ export class AudioSettings {
       this.sourceFields,
       newCalls,
       form,
+      this.speakers.el,
     );
     this.render(null, null);
   }
@@ -340,6 +344,7 @@ export class AudioSettings {
     this.a = a;
     this.unavailable = unavailable;
     this.paint();
+    if (a) void this.speakers.refresh();
   }
 
   /** The latest levels (null: none coming). */

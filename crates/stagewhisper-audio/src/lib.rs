@@ -9,6 +9,7 @@
 //! | [`capture`] | the sound server: sources (microphones, monitors of outputs), record streams by source name, devices that go and come back |
 //! | [`pipeline`] | one listening call: per channel capture → resample → turns → engine, partials, finals in order into the transcript, echo dedupe, the backlog's drainer; what its threads share with the service (the state, its status in plain words) |
 //! | [`backlog`] | turns whose transcription failed, kept on disk (bounded) until they are stored |
+//! | [`speakers`] | who said it, live: the "Them" channel's turns labelled `Speaker 1`, `Speaker 2`, … by voice when the settings turn it on and the speaker model is there |
 //! | [`service`] | [`service::AudioService`], the pipeline behind the control API (`stagewhisper_core::audio::Ears`): settings, status, listen/stop, test, meters |
 //!
 //! Engines are blocking on purpose: callers run them on threads of their own, never on the async
@@ -21,6 +22,7 @@ pub mod file;
 pub mod pcm;
 pub mod pipeline;
 pub mod service;
+pub mod speakers;
 pub mod turns;
 
 pub use service::{factory, AudioService};

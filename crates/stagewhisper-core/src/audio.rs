@@ -217,6 +217,27 @@ pub struct AudioSettings {
     pub engine: EngineSettings,
     pub you_label: String,
     pub them_label: String,
+    /// Telling the call's speakers apart (off unless turned on).
+    #[serde(default)]
+    pub speakers: SpeakerSettings,
+}
+
+/// Telling the call's side's speakers apart by voice (the data dir's
+/// `models/speakers/campplus.onnx` and the ONNX Runtime library): "Them" turns become
+/// "Speaker 1", "Speaker 2", ….
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SpeakerSettings {
+    pub enabled: bool,
+}
+
+/// `GET /api/audio`'s `speakers`: the setting and whether it can run here.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
+pub struct SpeakersView {
+    pub enabled: bool,
+    /// The model and the ONNX Runtime library are there and load.
+    pub available: bool,
+    /// What is missing, or what is used, in plain words.
+    pub detail: String,
 }
 
 impl Default for AudioSettings {
@@ -227,6 +248,7 @@ impl Default for AudioSettings {
             engine: EngineSettings::Builtin,
             you_label: DEFAULT_YOU.into(),
             them_label: DEFAULT_THEM.into(),
+            speakers: SpeakerSettings::default(),
         }
     }
 }
@@ -252,6 +274,9 @@ impl AudioSettings {
     /// removes it.
     pub fn apply(&self, update: &AudioUpdate) -> AudioSettings {
         let mut next = self.clone();
+        if let Some(speakers) = &update.speakers {
+            next.speakers = speakers.clone();
+        }
         if let Some(mic) = &update.mic {
             next.mic = SourceChoice::from(mic.clone());
         }
@@ -316,6 +341,8 @@ pub struct AudioUpdate {
     pub you_label: Option<String>,
     /// The speaker of the call audio's turns (1–100 characters).
     pub them_label: Option<String>,
+    /// `{"enabled": true}`: tell the call's speakers apart.
+    pub speakers: Option<SpeakerSettings>,
 }
 
 /// An engine as `PUT /api/audio` takes it.
@@ -455,6 +482,7 @@ pub struct AudioView {
     pub engine: EngineView,
     pub you_label: String,
     pub them_label: String,
+    pub speakers: SpeakersView,
     pub status: AudioStatus,
 }
 
@@ -466,6 +494,10 @@ impl AudioView {
             engine: settings.engine.view(),
             you_label: settings.you_label.clone(),
             them_label: settings.them_label.clone(),
+            speakers: SpeakersView {
+                enabled: settings.speakers.enabled,
+                ..SpeakersView::default()
+            },
             status,
         }
     }

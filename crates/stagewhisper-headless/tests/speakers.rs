@@ -3,12 +3,17 @@
 //! reference turns): the real binary, the committed CAM++ model, the real ONNX Runtime library
 //! and the real PocketSphinx for the text.
 //!
-//! Every test here is named `transcribe_cli_speakers_*`. They need the ONNX Runtime library
+//! And the setting through the real control API (`PUT /api/audio {"speakers"}`, the
+//! availability in `GET /api/audio`) with the model laid out in the data dir.
+//!
+//! They need the ONNX Runtime library
 //! (`tests/speakers/install.sh`, or `ORT_DYLIB_PATH`) and PocketSphinx: without them they are
 //! skipped, or FAIL under `SW_AUDIO_REQUIRE=1` (CI).
 
 #[path = "../../stagewhisper-audio/tests/common/mod.rs"]
 mod audio;
+#[path = "../../../tests/common/mod.rs"]
+mod common;
 
 use audio::*;
 use serde_json::Value;
@@ -292,4 +297,54 @@ fn transcribe_cli_speakers_without_a_model_or_runtime_is_a_clear_error() {
     // --speaker-model alone is a usage error.
     let o = transcribe(&[file, "--speaker-model", "x.onnx"], None, dir.path());
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speakers_api_setting_and_availability() {
+    let Some(ort) = runtime() else {
+        return missing("the ONNX Runtime library is not installed (tests/speakers/install.sh)")
+            .unwrap_or(());
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let app = common::App::launch(dir.path().to_path_buf(), vec![], &[]).await;
+    let ui = app.ui();
+    let r = ui.get("/api/audio").await;
+    assert_eq!(r.status, 200, "{r}");
+    let s = &r.json["speakers"];
+    assert_eq!(s["enabled"], false, "{r}");
+    assert_eq!(s["available"], false, "{r}");
+    assert!(
+        s["detail"].as_str().unwrap().contains("no speaker model"),
+        "{r}"
+    );
+    // Turned on: saved, and answered.
+    let body = serde_json::json!({"speakers": {"enabled": true}});
+    let r = ui
+        .request("PUT", "/api/audio", Some(&ui.token), Some(&body))
+        .await;
+    assert_eq!(r.status, 200, "{r}");
+    assert_eq!(r.json["speakers"]["enabled"], true, "{r}");
+    // A malformed setting: refused, nothing changed.
+    let bad = serde_json::json!({"speakers": {"enabled": "yes"}});
+    let r = ui
+        .request("PUT", "/api/audio", Some(&ui.token), Some(&bad))
+        .await;
+    assert_eq!(r.status, 400, "{r}");
+    // The model and the library in the data dir's models folder: available.
+    let models = dir.path().join("models/speakers");
+    std::fs::create_dir_all(&models).unwrap();
+    std::fs::copy(
+        fixtures().join("campplus-fp16w.onnx"),
+        models.join("campplus.onnx"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&ort, models.join("libonnxruntime.so")).unwrap();
+    let r = ui.get("/api/audio").await;
+    assert_eq!(r.json["speakers"]["available"], true, "{r}");
+    assert_eq!(r.json["speakers"]["enabled"], true, "{r}");
+    // Saved across a restart.
+    drop(app);
+    let app = common::App::launch(dir.path().to_path_buf(), vec![], &[]).await;
+    let r = app.ui().get("/api/audio").await;
+    assert_eq!(r.json["speakers"]["enabled"], true, "{r}");
 }

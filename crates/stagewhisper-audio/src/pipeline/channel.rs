@@ -358,16 +358,26 @@ fn recognize(
                     c.samples.extend_from_slice(&samples);
                 }
             }
-            Ok(Work::End { meta }) => {
+            Ok(Work::End { mut meta }) => {
                 let Some(c) = cur.take() else {
                     shared.finals.in_flight(meta.seq, false);
                     continue;
                 };
-                let result = match (c.utterance, c.failed) {
-                    (Some(u), _) => u.finish(),
-                    (None, Some(e)) => Err(e),
-                    (None, None) => Err(EngineError::down("no engine")),
-                };
+                // Who said it ("Them" only): on a thread of its own while the engine finishes.
+                let label = channel == Channel::System && shared.settings().speakers.enabled;
+                let samples = &c.samples;
+                let (result, speaker) = std::thread::scope(|s| {
+                    let who = label.then(|| s.spawn(|| shared.speakers.label(call_id, samples)));
+                    let result = match (c.utterance, c.failed) {
+                        (Some(u), _) => u.finish(),
+                        (None, Some(e)) => Err(e),
+                        (None, None) => Err(EngineError::down("no engine")),
+                    };
+                    (result, who.and_then(|h| h.join().ok().flatten()))
+                });
+                if let Some(name) = speaker {
+                    meta.speaker = name;
+                }
                 shared.engine_outcome(result.as_ref().map(|_| ()));
                 deliver(shared, meta, &c.turn_id, result, c.samples);
             }
