@@ -8,8 +8,9 @@
 //! embeddings (one thread), the added latency per turn (the time to label a turn once its audio
 //! is in), and the peak resident memory. Prints one line per call and a summary.
 
-use stagewhisper_speakers::cluster::{Config, Labeller};
+use stagewhisper_speakers::cluster::Config;
 use stagewhisper_speakers::embed::Embedder;
+use stagewhisper_speakers::Diarizer;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -60,7 +61,9 @@ fn main() {
     let rss0 = peak_rss_kib();
     let model = fixtures().join("campplus-fp16w.onnx");
     let t = Instant::now();
-    let e = Embedder::load(&model, runtime_dir().as_deref()).expect("model and runtime");
+    let e = std::sync::Arc::new(
+        Embedder::load(&model, runtime_dir().as_deref()).expect("model and runtime"),
+    );
     println!("model load: {:.0} ms", t.elapsed().as_secs_f64() * 1000.0);
     let calls: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixtures().join("calls.json")).unwrap())
@@ -75,7 +78,7 @@ fn main() {
                 .samples::<i16>()
                 .map(|s| s.unwrap())
                 .collect();
-        let mut l = Labeller::new(Config::default(), Vec::new());
+        let mut d = Diarizer::new(e.clone(), Config::default(), Vec::new());
         let (mut want, mut ms, mut online) = (Vec::new(), Vec::new(), Vec::new());
         for t in call["turns"].as_array().unwrap() {
             let (a, b) = (
@@ -83,8 +86,7 @@ fn main() {
                 t["end_ms"].as_u64().unwrap() as usize * 16,
             );
             let started = Instant::now();
-            let emb = e.embed(&samples[a..b]).unwrap();
-            let label = l.assign(emb, ((b - a) / 16) as u64);
+            let label = d.turn(&samples[a..b]);
             let took = started.elapsed().as_secs_f64();
             lat.push(took * 1000.0);
             embed_s += took;
@@ -93,8 +95,8 @@ fn main() {
             want.push(t["speaker"].as_str().unwrap());
             ms.push(((b - a) / 16) as u64);
         }
-        l.recluster();
-        let final_: Vec<usize> = l.labels().iter().map(|x| x.speaker).collect();
+        d.finish();
+        let final_: Vec<usize> = d.labeller().labels().iter().map(|x| x.speaker).collect();
         let (o, _) = score(&online, &want, &ms);
         let (f, fm) = score(&final_, &want, &ms);
         let total_ms: u64 = ms.iter().sum();

@@ -58,7 +58,8 @@ impl Diarizer {
     /// The next turn (16 kHz mono audio): its speaker. A turn the model fails on takes the
     /// previous speaker, tentative (logged), rather than failing the call.
     pub fn turn(&mut self, samples: &[i16]) -> Label {
-        let ms = samples.len() as u64 / 16;
+        // How long the turn is heard for: its silence does not make it a long one.
+        let ms = embed::audible(samples).len() as u64 / 16;
         let embedding = match self.embedder.embed(samples) {
             Ok(e) => e,
             Err(e) => {

@@ -7,9 +7,10 @@
 //! it the tests that run the model are skipped, or FAIL under `SW_AUDIO_REQUIRE=1` (CI).
 
 use serde_json::Value;
-use stagewhisper_speakers::cluster::{Config, Labeller};
+use stagewhisper_speakers::cluster::Config;
 use stagewhisper_speakers::embed::{cosine, Embedder};
 use stagewhisper_speakers::fbank::{Fbank, BINS};
+use stagewhisper_speakers::Diarizer;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -155,18 +156,18 @@ fn real_calls_are_labelled_at_85_percent_or_better() {
             .iter()
             .map(|t| t["speaker"].as_str().unwrap())
             .collect();
-        let mut l = Labeller::new(Config::default(), Vec::new());
+        // The product's path: the diarizer of a call, turn by turn, then its end pass.
+        let mut d = Diarizer::new(e.clone(), Config::default(), Vec::new());
         let mut online = Vec::new();
         for t in turns {
             let (a, b) = (
                 t["start_ms"].as_u64().unwrap() as usize * 16,
                 t["end_ms"].as_u64().unwrap() as usize * 16,
             );
-            let emb = e.embed(&samples[a..b]).unwrap();
-            online.push(l.assign(emb, ((b - a) / 16) as u64).speaker);
+            online.push(d.turn(&samples[a..b]).speaker);
         }
-        l.recluster();
-        let fin: Vec<usize> = l.labels().iter().map(|x| x.speaker).collect();
+        d.finish();
+        let fin: Vec<usize> = d.labeller().labels().iter().map(|x| x.speaker).collect();
         let speakers = call["speakers"].as_array().unwrap().len();
         let found = fin.iter().max().unwrap() + 1;
         let (ro, rf) = (turns_right(&online, &want), turns_right(&fin, &want));
