@@ -263,8 +263,28 @@ impl Labeller {
                 .collect::<Vec<_>>(),
             self.cfg.threshold,
         );
-        // Each cluster → the online speaker it shares the most speech with (greedy, largest
-        // overlap first); the rest → new speakers.
+        let to = self.owners(&clusters, &long);
+        let before: Vec<Label> = self.labels();
+        let mut new_speaker = vec![None; self.turns.len()];
+        for (c, members) in clusters.iter().enumerate() {
+            for &m in members {
+                new_speaker[long[m]] = Some(to[c]);
+            }
+        }
+        self.rebuild(new_speaker);
+        let after = self.labels();
+        before
+            .into_iter()
+            .zip(after)
+            .enumerate()
+            .filter(|(_, (b, a))| b != a)
+            .map(|(i, (_, a))| (i, a))
+            .collect()
+    }
+
+    /// Each cluster (of `long` turns' indexes) → the online speaker it shares the most speech
+    /// with (greedy, largest overlap first); the rest → new speakers.
+    fn owners(&mut self, clusters: &[Vec<usize>], long: &[usize]) -> Vec<usize> {
         let mut overlap: Vec<(u64, usize, usize)> = Vec::new();
         for (c, members) in clusters.iter().enumerate() {
             let mut per = std::collections::HashMap::<usize, u64>::new();
@@ -296,14 +316,12 @@ impl Labeller {
         while self.speakers.len() < fresh {
             self.new_speaker();
         }
-        let before: Vec<Label> = self.labels();
-        let mut new_speaker = vec![None; self.turns.len()];
-        for (c, members) in clusters.iter().enumerate() {
-            for &m in members {
-                new_speaker[long[m]] = Some(to[c]);
-            }
-        }
-        // Voiceprints from the clusters; then short turns to the nearest.
+        to
+    }
+
+    /// The long turns' new speakers (`Some`) → the voiceprints again; then the other turns to
+    /// the nearest voiceprint; then the known voices.
+    fn rebuild(&mut self, new_speaker: Vec<Option<usize>>) {
         for s in &mut self.speakers {
             s.sum.iter_mut().for_each(|v| *v = 0.0);
             s.long_ms = 0;
@@ -332,14 +350,6 @@ impl Labeller {
             self.turns[i].speaker = sp;
         }
         self.match_known();
-        let after = self.labels();
-        before
-            .into_iter()
-            .zip(after)
-            .enumerate()
-            .filter(|(_, (b, a))| b != a)
-            .map(|(i, (_, a))| (i, a))
-            .collect()
     }
 }
 
