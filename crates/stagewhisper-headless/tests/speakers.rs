@@ -317,6 +317,17 @@ async fn speakers_api_setting_and_availability() {
         s["detail"].as_str().unwrap().contains("no speaker model"),
         "{r}"
     );
+    // Described in the OpenAPI document (what schemathesis and clients read).
+    let doc = ui.get("/api/openapi.json").await;
+    let schemas = &doc.json["components"]["schemas"];
+    assert!(
+        schemas["SpeakersView"]["properties"]["available"].is_object(),
+        "{doc}"
+    );
+    assert!(
+        schemas["SpeakerSettings"]["properties"]["enabled"].is_object(),
+        "{doc}"
+    );
     // Turned on: saved, and answered.
     let body = serde_json::json!({"speakers": {"enabled": true}});
     let r = ui
