@@ -10,6 +10,7 @@
 // the store (`store.audio`, `store.levels`). The list of sources is this card's own (read when
 // Settings opens and while it stays open).
 
+import { SpeakersSetting } from './speakers';
 import { describeError, plainError } from './errors';
 import { checkEngine, checkSentence, draftEngineNotice, plainEngineWords } from './live/enginecheck';
 import { apiError, audioErrorField, backlogText, LevelMeter, METERS_RENEW_MS, METERS_SECONDS, normSources, sourceOptions, TEST_SECONDS, type AudioField } from './audio';
@@ -127,6 +128,7 @@ export class AudioSettings {
   private visible = false;
   private renewTimer: ReturnType<typeof setTimeout> | undefined;
   private testing: AudioChannel | null = null;
+  private speakers: SpeakersSetting;
 
   constructor(private actions: AudioSettingsActions) {
     const err = (f: Field) => {
@@ -269,8 +271,9 @@ export class AudioSettings {
       h('div', { class: 'setting-label' }, 'New calls'),
       h('div', { class: 'setting-field' }, h('label', { class: 'mode-option', for: 'audio-listen-on-start' }, this.listenOnStart, h('span', null, 'Start listening when I start a call'))),
     );
-    this.pipelineOnly = [this.sourceFields, newCalls, form];
     this.models = new ModelSettings(actions);
+    this.speakers = new SpeakersSetting(this.actions);
+    this.pipelineOnly = [this.sourceFields, newCalls, form, this.speakers.el];
     this.card = h(
       'fieldset',
       { class: 'card', id: 'settings-audio', tabindex: '-1' },
@@ -282,6 +285,7 @@ export class AudioSettings {
       newCalls,
       form,
       this.models.el,
+      this.speakers.el,
     );
     this.render(null, null);
   }
@@ -352,6 +356,7 @@ export class AudioSettings {
     this.a = a;
     this.unavailable = unavailable;
     this.paint();
+    if (a) void this.speakers.refresh();
   }
 
   /** The latest levels (null: none coming). */

@@ -10,6 +10,12 @@
 //! file is the call's audio as heard, all of it **"Them"** (which side spoke cannot be told
 //! from one channel). More than two channels are mixed down to mono.
 //!
+//! **Speakers** (`FileOptions::speakers`, `stagewhisper transcribe --speakers`): the call's
+//! side (a mono file, or a stereo file's right channel) is told apart by voice: each turn's
+//! speaker is `Speaker 1`, `Speaker 2`, … in order of first appearance (the left channel stays
+//! "You"). The labels are decided over the whole file (a pass at its end), so the segments are
+//! given out at the end rather than as they come.
+//!
 //! **Turns with no recognised text are left out** (the engine heard only noise or breath); the
 //! [`FileReport`] counts them.
 //!
@@ -22,7 +28,9 @@ use crate::pcm::{PcmError, Resampler, WavSource};
 use crate::turns::{TurnConfig, TurnEvent, TurnMaker};
 use serde::Serialize;
 use stagewhisper_core::audio::{DEFAULT_THEM, DEFAULT_YOU};
+use stagewhisper_speakers::{default_name, Config as SpeakerConfig, Diarizer, Embedder};
 use std::path::Path;
+use std::sync::Arc;
 
 /// One turn of the recording with its text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -49,6 +57,8 @@ pub struct FileOptions {
     pub you_label: String,
     /// The right channel's speaker, and a mono file's.
     pub them_label: String,
+    /// Tell the call's side's speakers apart with this speaker model.
+    pub speakers: Option<Arc<Embedder>>,
 }
 
 impl Default for FileOptions {
@@ -57,6 +67,7 @@ impl Default for FileOptions {
             turns: TurnConfig::default(),
             you_label: DEFAULT_YOU.into(),
             them_label: DEFAULT_THEM.into(),
+            speakers: None,
         }
     }
 }
@@ -127,6 +138,10 @@ pub fn inspect(path: &Path) -> Result<(Layout, u64), FileError> {
     Ok((layout, duration))
 }
 
+/// A segment waiting to be given out: its track and, when speakers are told apart, its turn's
+/// index in the track's [`Diarizer`].
+type Done = (Segment, usize, Option<usize>);
+
 /// One channel being turned into segments.
 struct Track {
     speaker: String,
@@ -135,13 +150,16 @@ struct Track {
     utterance: Option<Box<dyn Utterance>>,
     samples: Vec<i16>,
     events: Vec<TurnEvent>,
+    /// Telling this channel's speakers apart: the diarizer and the open turn's audio.
+    diarizer: Option<(Diarizer, Vec<i16>)>,
+    labelled: usize,
 }
 
 impl Track {
     fn handle(
         &mut self,
         engine: &dyn Engine,
-        done: &mut Vec<(Segment, usize)>,
+        done: &mut Vec<Done>,
         index: usize,
         empty: &mut usize,
     ) -> Result<(), EngineError> {
@@ -151,6 +169,9 @@ impl Track {
                 TurnEvent::Audio(a) => {
                     if let Some(u) = &mut self.utterance {
                         u.push(&a)?;
+                        if let Some((_, audio)) = &mut self.diarizer {
+                            audio.extend_from_slice(&a);
+                        }
                     }
                 }
                 TurnEvent::End {
@@ -161,6 +182,14 @@ impl Track {
                     };
                     let text = u.finish()?;
                     let text = text.trim();
+                    let mut speaker = self.speaker.clone();
+                    let mut turn = None;
+                    if let Some((d, audio)) = &mut self.diarizer {
+                        speaker = default_name(d.turn(audio).speaker);
+                        audio.clear();
+                        turn = Some(self.labelled);
+                        self.labelled += 1;
+                    }
                     if text.is_empty() {
                         *empty += 1;
                     } else {
@@ -168,10 +197,11 @@ impl Track {
                             Segment {
                                 start_ms,
                                 end_ms,
-                                speaker: self.speaker.clone(),
+                                speaker,
                                 text: text.to_string(),
                             },
                             index,
+                            turn,
                         ));
                     }
                 }
@@ -206,17 +236,20 @@ pub fn transcribe_inspected(
     let mut tracks = tracks(layout, opts, src.rate())?;
     let mut chans = Vec::new();
     let mut mono = Vec::new();
-    let mut done: Vec<(Segment, usize)> = Vec::new();
+    let mut done: Vec<Done> = Vec::new();
     let mut report = FileReport {
         duration_ms,
         layout,
         segments: 0,
         empty_turns: 0,
     };
-    let mut give_out = |done: &mut Vec<(Segment, usize)>, until: u64, report: &mut FileReport| {
-        done.sort_by_key(|(s, i)| (s.start_ms, *i));
-        let ready = done.iter().take_while(|(s, _)| s.start_ms <= until).count();
-        for (s, _) in done.drain(..ready) {
+    let mut give_out = |done: &mut Vec<Done>, until: u64, report: &mut FileReport| {
+        done.sort_by_key(|(s, i, _)| (s.start_ms, *i));
+        let ready = done
+            .iter()
+            .take_while(|(s, _, _)| s.start_ms <= until)
+            .count();
+        for (s, _, _) in done.drain(..ready) {
             report.segments += 1;
             emit(s);
         }
@@ -238,7 +271,9 @@ pub fn transcribe_inspected(
             .map(|t| t.turns.earliest_start_ms())
             .min()
             .unwrap_or(0);
-        give_out(&mut done, until.saturating_sub(1), &mut report);
+        if opts.speakers.is_none() {
+            give_out(&mut done, until.saturating_sub(1), &mut report);
+        }
     }
     for (i, t) in tracks.iter_mut().enumerate() {
         t.samples.clear();
@@ -247,8 +282,35 @@ pub fn transcribe_inspected(
         t.turns.finish(&mut t.events);
         t.handle(engine, &mut done, i, &mut report.empty_turns)?;
     }
+    relabel(&mut tracks, &mut done);
     give_out(&mut done, u64::MAX, &mut report);
     Ok(report)
+}
+
+/// The end-of-file pass of each track that tells speakers apart: its segments take their
+/// final labels, numbered again in order of first appearance.
+fn relabel(tracks: &mut [Track], done: &mut [Done]) {
+    done.sort_by_key(|(s, i, _)| (s.start_ms, *i));
+    for (i, t) in tracks.iter_mut().enumerate() {
+        let Some((d, _)) = &mut t.diarizer else {
+            continue;
+        };
+        d.finish();
+        let labels = d.labeller().labels();
+        let mut order: Vec<usize> = Vec::new();
+        for (s, _, turn) in done.iter_mut().filter(|(_, ti, _)| *ti == i) {
+            if let Some(l) = turn.and_then(|k| labels.get(k)) {
+                let n = order
+                    .iter()
+                    .position(|&o| o == l.speaker)
+                    .unwrap_or_else(|| {
+                        order.push(l.speaker);
+                        order.len() - 1
+                    });
+                s.speaker = default_name(n);
+            }
+        }
+    }
 }
 
 /// A track per speaker of the layout: "You" and "Them" for a stereo file, "Them" for a mono one.
@@ -257,9 +319,11 @@ fn tracks(layout: Layout, opts: &FileOptions, rate: u32) -> Result<Vec<Track>, P
         Layout::Stereo => vec![opts.you_label.clone(), opts.them_label.clone()],
         Layout::Mono => vec![opts.them_label.clone()],
     };
+    let them = speakers.len() - 1;
     speakers
         .into_iter()
-        .map(|speaker| {
+        .enumerate()
+        .map(|(i, speaker)| {
             Ok(Track {
                 speaker,
                 resampler: Resampler::new(rate)?,
@@ -267,6 +331,13 @@ fn tracks(layout: Layout, opts: &FileOptions, rate: u32) -> Result<Vec<Track>, P
                 utterance: None,
                 samples: Vec::new(),
                 events: Vec::new(),
+                diarizer: opts.speakers.as_ref().filter(|_| i == them).map(|e| {
+                    (
+                        Diarizer::new(e.clone(), SpeakerConfig::default(), Vec::new()),
+                        Vec::new(),
+                    )
+                }),
+                labelled: 0,
             })
         })
         .collect()

@@ -11,6 +11,7 @@
 //! | [`detect`] | noticing the call: which applications hold a microphone (metadata only), the offers to listen |
 //! | [`backlog`] | turns whose transcription failed, kept on disk (bounded) until they are stored |
 //! | [`models`] | models a person chooses: the catalogue of Whisper models, downloads (resumed, SHA-256 checked), imports, removal, [`models::resolve`] of a setting's model name or path |
+//! | [`speakers`] | who said it, live: the "Them" channel's turns labelled `Speaker 1`, `Speaker 2`, … by voice when the settings turn it on and the speaker model is there |
 //! | [`service`] | [`service::AudioService`], the pipeline behind the control API (`stagewhisper_core::audio::Ears`): settings, status, listen/stop, test, meters |
 //!
 //! Engines are blocking on purpose: callers run them on threads of their own, never on the async
@@ -25,6 +26,7 @@ pub mod models;
 pub mod pcm;
 pub mod pipeline;
 pub mod service;
+pub mod speakers;
 pub mod turns;
 
 pub use service::{factory, AudioService};

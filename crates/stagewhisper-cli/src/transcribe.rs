@@ -1,18 +1,28 @@
 //! `stagewhisper transcribe FILE`: a recording through a speech engine, with the same
 //! turn-making as live listening, printed as JSONL, WebVTT or text.
 //!
+//! `--speakers` tells the call's side's speakers apart by voice (`Speaker 1`, `Speaker 2`, … in
+//! order of first appearance; a stereo file's left channel stays "You"), with the speaker model
+//! of `--speaker-model` or the data dir's `models/speakers/campplus.onnx`; the labels are
+//! decided over the whole file, so the segments are printed at the end. Without the model or
+//! the ONNX Runtime library it fails at once (`no_speaker_model`, `no_onnx_runtime`, status 4).
+//!
 //! Exit status: 0 done (also when no speech was recognised: nothing is printed but the format's
 //! header, and stderr says so); 1 the file cannot be read (missing, empty, not audio, an
 //! unsupported format, truncated); 2 a usage error; 3 the engine failed (not installed, not
-//! answering, refusing). Every failure is one line on stderr:
+//! answering, refusing); 4 `--speakers` cannot run (no model, no ONNX Runtime, a bad model).
+//! Every failure is one line on stderr:
 //! `stagewhisper transcribe: <code>: <what and why>`.
 
 use stagewhisper_audio::engine::builtin::{BuiltinConfig, BuiltinEngine};
 use stagewhisper_audio::engine::openai::{OpenAiConfig, OpenAiEngine};
 use stagewhisper_audio::engine::Engine;
 use stagewhisper_audio::file::{inspect, transcribe_inspected, FileError, FileOptions, Format};
+use stagewhisper_core::app::default_data_dir;
+use stagewhisper_speakers::{EmbedError, Embedder, MODEL_FILE};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The API key's environment variable (so that it need not be on the command line, where
 /// every user of the machine can read it in `ps`).
@@ -41,6 +51,13 @@ pub struct TranscribeArgs {
     /// `jsonl` (one {"start_ms","end_ms","speaker","text"} a line), `vtt` (WebVTT) or `text`.
     #[arg(long, default_value = "jsonl", value_parser = ["jsonl", "vtt", "text"])]
     pub format: String,
+    /// Tell the call's speakers apart: `Speaker 1`, `Speaker 2`, … (a mono file, or a stereo
+    /// file's right channel). Needs the speaker model and the ONNX Runtime library.
+    #[arg(long)]
+    pub speakers: bool,
+    /// The speaker model (ONNX; default: the data dir's models/speakers/campplus.onnx).
+    #[arg(long, value_name = "PATH", requires = "speakers")]
+    pub speaker_model: Option<PathBuf>,
 }
 
 fn fail(code: &str, message: impl std::fmt::Display, status: i32) -> ! {
@@ -55,8 +72,26 @@ fn file_error(path: &Path, e: &FileError) -> ! {
     }
 }
 
+/// The speaker model, loaded (`--speakers`), or exit with status 4.
+fn speaker_model(model: Option<PathBuf>, data_dir: Option<PathBuf>) -> Arc<Embedder> {
+    let models = data_dir
+        .unwrap_or_else(default_data_dir)
+        .join("models")
+        .join("speakers");
+    let path = model.unwrap_or_else(|| models.join(MODEL_FILE));
+    match Embedder::load(&path, Some(&models)) {
+        Ok(e) => Arc::new(e),
+        Err(e @ EmbedError::NoModel(_)) => fail(
+            e.code(),
+            format!("{e} (put the CAM++ speaker model there, or give --speaker-model PATH)"),
+            4,
+        ),
+        Err(e) => fail(e.code(), e, 4),
+    }
+}
+
 /// Runs `transcribe`; exits the process with the status above.
-pub fn run(args: TranscribeArgs) -> ! {
+pub fn run(args: TranscribeArgs, data_dir: Option<PathBuf>) -> ! {
     let TranscribeArgs {
         file,
         engine,
@@ -64,6 +99,8 @@ pub fn run(args: TranscribeArgs) -> ! {
         model,
         api_key,
         format,
+        speakers,
+        speaker_model: speaker_model_path,
     } = args;
     let format = Format::parse(&format).expect("clap checked the format");
     let kind = engine.unwrap_or_else(|| {
@@ -85,6 +122,10 @@ pub fn run(args: TranscribeArgs) -> ! {
     }
     // The whole file is checked first: a bad one fails before anything is printed.
     let (layout, duration_ms) = inspect(&file).unwrap_or_else(|e| file_error(&file, &e));
+    let opts = FileOptions {
+        speakers: speakers.then(|| speaker_model(speaker_model_path, data_dir)),
+        ..FileOptions::default()
+    };
     let engine: Box<dyn Engine> = match kind.as_str() {
         "openai" => Box::new(
             OpenAiEngine::new(OpenAiConfig::new(
@@ -119,7 +160,7 @@ pub fn run(args: TranscribeArgs) -> ! {
         layout,
         duration_ms,
         engine.as_ref(),
-        &FileOptions::default(),
+        &opts,
         &mut |segment| write(&format.render(&segment)),
     )
     .unwrap_or_else(|e| file_error(&file, &e));

@@ -243,6 +243,27 @@ pub struct AudioSettings {
     /// Call detection (`GET /api/audio/detection`).
     #[serde(default)]
     pub detection: crate::detect::DetectionSettings,
+    /// Telling the call's speakers apart (off unless turned on).
+    #[serde(default)]
+    pub speakers: SpeakerSettings,
+}
+
+/// Telling the call's side's speakers apart by voice (the data dir's
+/// `models/speakers/campplus.onnx` and the ONNX Runtime library): "Them" turns become
+/// "Speaker 1", "Speaker 2", ….
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SpeakerSettings {
+    pub enabled: bool,
+}
+
+/// `GET /api/audio`'s `speakers`: the setting and whether it can run here.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
+pub struct SpeakersView {
+    pub enabled: bool,
+    /// The model and the ONNX Runtime library are there and load.
+    pub available: bool,
+    /// What is missing, or what is used, in plain words.
+    pub detail: String,
 }
 
 impl Default for AudioSettings {
@@ -254,6 +275,7 @@ impl Default for AudioSettings {
             you_label: DEFAULT_YOU.into(),
             them_label: DEFAULT_THEM.into(),
             detection: Default::default(),
+            speakers: SpeakerSettings::default(),
         }
     }
 }
@@ -279,6 +301,9 @@ impl AudioSettings {
     /// removes it.
     pub fn apply(&self, update: &AudioUpdate) -> AudioSettings {
         let mut next = self.clone();
+        if let Some(speakers) = &update.speakers {
+            next.speakers = speakers.clone();
+        }
         if let Some(mic) = &update.mic {
             next.mic = SourceChoice::from(mic.clone());
         }
@@ -344,6 +369,8 @@ pub struct AudioUpdate {
     pub you_label: Option<String>,
     /// The speaker of the call audio's turns (1–100 characters).
     pub them_label: Option<String>,
+    /// `{"enabled": true}`: tell the call's speakers apart.
+    pub speakers: Option<SpeakerSettings>,
 }
 
 /// An engine as `PUT /api/audio` takes it.
@@ -497,6 +524,7 @@ pub struct AudioView {
     pub engine: EngineView,
     pub you_label: String,
     pub them_label: String,
+    pub speakers: SpeakersView,
     pub status: AudioStatus,
 }
 
@@ -508,6 +536,10 @@ impl AudioView {
             engine: settings.engine.view(),
             you_label: settings.you_label.clone(),
             them_label: settings.them_label.clone(),
+            speakers: SpeakersView {
+                enabled: settings.speakers.enabled,
+                ..SpeakersView::default()
+            },
             status,
         }
     }

@@ -314,6 +314,29 @@ struct Recognising {
     text: String,
 }
 
+/// The turn's final text from the engine and, for "Them" with speaker separation on, its
+/// speaker's name: computed on a thread of its own while the engine finishes.
+fn finish_turn(
+    shared: &Arc<Shared>,
+    call_id: &str,
+    channel: Channel,
+    c: &mut Recognising,
+) -> (Result<String, EngineError>, Option<String>) {
+    let label = channel == Channel::System && shared.settings().speakers.enabled;
+    let samples = &c.samples;
+    let utterance = c.utterance.take();
+    let failed = c.failed.take();
+    std::thread::scope(|s| {
+        let who = label.then(|| s.spawn(|| shared.speakers.label(call_id, samples)));
+        let result = match (utterance, failed) {
+            (Some(u), _) => u.finish(),
+            (None, Some(e)) => Err(e),
+            (None, None) => Err(EngineError::down("no engine")),
+        };
+        (result, who.and_then(|h| h.join().ok().flatten()))
+    })
+}
+
 fn recognize(
     shared: &Arc<Shared>,
     call_id: &str,
@@ -358,16 +381,15 @@ fn recognize(
                     c.samples.extend_from_slice(&samples);
                 }
             }
-            Ok(Work::End { meta }) => {
-                let Some(c) = cur.take() else {
+            Ok(Work::End { mut meta }) => {
+                let Some(mut c) = cur.take() else {
                     shared.finals.in_flight(meta.seq, false);
                     continue;
                 };
-                let result = match (c.utterance, c.failed) {
-                    (Some(u), _) => u.finish(),
-                    (None, Some(e)) => Err(e),
-                    (None, None) => Err(EngineError::down("no engine")),
-                };
+                let (result, speaker) = finish_turn(shared, call_id, channel, &mut c);
+                if let Some(name) = speaker {
+                    meta.speaker = name;
+                }
                 shared.engine_outcome(result.as_ref().map(|_| ()));
                 deliver(shared, meta, &c.turn_id, result, c.samples);
             }

@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     pub state: Mutex<State>,
     engine: Mutex<EngineSlot>,
     published: Mutex<Option<AudioStatus>>,
+    /// Telling the "Them" channel's speakers apart (`crate::speakers`).
+    pub speakers: crate::speakers::LiveSpeakers,
 }
 
 /// What became of a call whose turns wait.
@@ -103,6 +105,7 @@ impl Shared {
                 failing: None,
             }),
             published: Mutex::new(None),
+            speakers: crate::speakers::LiveSpeakers::new(&ctx.data_dir),
             ctx,
         }
     }

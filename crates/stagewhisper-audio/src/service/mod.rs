@@ -334,7 +334,9 @@ impl Ears for AudioService {
     }
 
     fn view(&self) -> AudioView {
-        AudioView::new(&self.shared.settings(), self.shared.status())
+        let mut view = AudioView::new(&self.shared.settings(), self.shared.status());
+        (view.speakers.available, view.speakers.detail) = self.shared.speakers.availability();
+        view
     }
 
     fn update(&self, update: AudioUpdate) -> BoxFuture<'_, Result<AudioView, AudioError>> {

@@ -1,0 +1,87 @@
+// Settings → Audio → "Who said it": telling the call's speakers apart by voice (`PUT /api/audio
+// {"speakers": {"enabled"}}`), and whether it can run on this computer (`GET /api/audio`'s
+// `speakers.available` / `detail`: the speaker model in the data dir and the ONNX Runtime library).
+
+import { h } from './dom';
+import type { AudioSettingsActions } from './audiosettings';
+
+interface SpeakersView {
+  enabled: boolean;
+  available: boolean;
+  detail: string;
+}
+
+/** `GET /api/audio`'s `speakers`; null if absent or malformed. */
+export function normSpeakers(raw: unknown): SpeakersView | null {
+  if (typeof raw !== 'object' || raw === null) return null;
+  const s = (raw as Record<string, unknown>).speakers;
+  if (typeof s !== 'object' || s === null) return null;
+  const o = s as Record<string, unknown>;
+  if (typeof o.enabled !== 'boolean' || typeof o.available !== 'boolean') return null;
+  return { enabled: o.enabled, available: o.available, detail: typeof o.detail === 'string' ? o.detail : '' };
+}
+
+/** How often the availability is asked again while the settings are shown (ms). */
+const REFRESH_MS = 15_000;
+
+export class SpeakersSetting {
+  readonly el: HTMLElement;
+  private box = h('input', { type: 'checkbox', id: 'audio-speakers-enabled' });
+  private chip = h('span', { class: 'chip chip-muted', id: 'audio-speakers-state' }, '…');
+  private detail = h('p', { class: 'setting-note', id: 'audio-speakers-detail' });
+  private result = h('div', { class: 'setting-status', id: 'audio-speakers-result', role: 'status', 'aria-live': 'polite' });
+  private last = 0;
+
+  constructor(private actions: AudioSettingsActions) {
+    this.box.setAttribute('aria-describedby', 'audio-speakers-detail');
+    this.box.addEventListener('change', () => void this.save(this.box.checked));
+    this.el = h(
+      'div',
+      { class: 'setting-row setting-row-top', id: 'audio-speakers' },
+      h('div', { class: 'setting-label' }, 'Who said it'),
+      h(
+        'div',
+        { class: 'setting-field setting-field-col' },
+        h('label', { class: 'mode-option', for: 'audio-speakers-enabled' }, this.box, h('span', null, 'Tell the call’s speakers apart (Speaker 1, Speaker 2, …), on this computer')),
+        h('div', null, this.chip),
+        this.detail,
+        this.result,
+      ),
+    );
+  }
+
+  /** Asks again when the last answer is older than REFRESH_MS (or `force`). */
+  async refresh(force = false): Promise<void> {
+    if (!force && Date.now() - this.last < REFRESH_MS) return;
+    this.last = Date.now();
+    const res = await this.actions.api<unknown>('GET', '/api/audio').catch(() => null);
+    const v = res && res.status === 200 ? normSpeakers(res.body) : null;
+    this.paint(v);
+  }
+
+  private paint(v: SpeakersView | null): void {
+    if (!v) {
+      this.chip.textContent = 'unknown';
+      this.detail.textContent = '';
+      return;
+    }
+    this.box.checked = v.enabled;
+    this.chip.textContent = v.available ? 'available' : 'not available';
+    this.chip.className = `chip ${v.available ? 'chip-ok' : 'chip-muted'}`;
+    this.detail.textContent = v.available
+      ? v.detail
+      : `${v.detail}. Without it, the call’s voices stay “Them”.`;
+  }
+
+  private async save(enabled: boolean): Promise<void> {
+    this.result.textContent = 'Saving…';
+    const res = await this.actions.audioCall('PUT', '/api/audio', { speakers: { enabled } }).catch(() => null);
+    if (!res || res.status !== 200) {
+      this.result.textContent = `Not saved: ${res ? this.actions.errorText(res) : 'no answer'}`;
+      this.box.checked = !enabled;
+      return;
+    }
+    this.result.textContent = enabled ? 'On.' : 'Off.';
+    this.paint(normSpeakers(res.body));
+  }
+}
