@@ -100,118 +100,6 @@ fn corpus(limit: usize) -> Vec<Utterance> {
     out
 }
 
-// ------------------------------------------------------------------------------ WER
-
-fn number_words(n: u64) -> Vec<String> {
-    const ONES: [&str; 20] = [
-        "zero",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "eleven",
-        "twelve",
-        "thirteen",
-        "fourteen",
-        "fifteen",
-        "sixteen",
-        "seventeen",
-        "eighteen",
-        "nineteen",
-    ];
-    const TENS: [&str; 10] = [
-        "", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
-    ];
-    fn below_thousand(n: u64, out: &mut Vec<String>) {
-        if n >= 100 {
-            out.push(ONES[(n / 100) as usize].into());
-            out.push("hundred".into());
-        }
-        let r = n % 100;
-        if r >= 20 {
-            out.push(TENS[(r / 10) as usize].into());
-            if !r.is_multiple_of(10) {
-                out.push(ONES[(r % 10) as usize].into());
-            }
-        } else if r > 0 || n == 0 {
-            out.push(ONES[r as usize].into());
-        }
-    }
-    let mut out = Vec::new();
-    for (scale, name) in [(1_000_000, "million"), (1_000, "thousand")] {
-        if n >= scale && !(n / scale).is_multiple_of(1000) {
-            below_thousand(n / scale % 1000, &mut out);
-            out.push(name.into());
-        }
-    }
-    if !n.is_multiple_of(1000) || n == 0 {
-        below_thousand(n % 1000, &mut out);
-    }
-    out
-}
-
-/// Lower case, punctuation dropped (apostrophes kept), digits written out, `$N` as "N
-/// dollars", `N%` as "N percent".
-fn normalize(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for raw in text.split(|c: char| c.is_whitespace() || c == '-') {
-        let t = raw.to_lowercase();
-        let dollars = t.contains('$');
-        let percent = t.contains('%');
-        let digits: String = t.chars().filter(|c| c.is_ascii_digit()).collect();
-        let core: String = t
-            .chars()
-            .filter(|c| c.is_alphanumeric() || *c == '\'')
-            .collect();
-        if !digits.is_empty() && core.chars().all(|c| c.is_ascii_digit()) {
-            let whole: String = t
-                .trim_start_matches('$')
-                .split('.')
-                .next()
-                .unwrap_or("")
-                .chars()
-                .filter(|c| c.is_ascii_digit())
-                .collect();
-            if let Ok(n) = whole.parse::<u64>() {
-                out.extend(number_words(n));
-            }
-            if dollars {
-                out.push("dollars".into());
-            }
-            if percent {
-                out.push("percent".into());
-            }
-        } else {
-            let w = core.trim_matches('\'').to_string();
-            if !w.is_empty() {
-                out.push(w);
-            }
-        }
-    }
-    out
-}
-
-/// Word-level edit distance.
-fn edits(reference: &[String], hypothesis: &[String]) -> usize {
-    let mut prev: Vec<usize> = (0..=hypothesis.len()).collect();
-    for (i, r) in reference.iter().enumerate() {
-        let mut cur = vec![i + 1; hypothesis.len() + 1];
-        for (j, h) in hypothesis.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(r != h))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[hypothesis.len()]
-}
-
 // ------------------------------------------------------------------------------ a run
 
 struct Run {
@@ -296,8 +184,8 @@ fn run(
             std::thread::sleep(Duration::from_millis(300));
         }
         let hyp = texts.join(" ");
-        let (r, h) = (normalize(&utt.text), normalize(&hyp));
-        let e = edits(&r, &h);
+        let (r, h) = (common::normalize(&utt.text), common::normalize(&hyp));
+        let e = common::edits(&r, &h);
         edits_total += e;
         words_total += r.len();
         if let Some(v) = by_voice.iter_mut().find(|v| v.0 == utt.voice) {
@@ -360,15 +248,15 @@ fn main() {
     let json_out = opt("--json");
     // The scorer itself, checked before it scores anything.
     assert_eq!(
-        normalize("Our budget: $20,000, by 3 o'clock - 15%!").join(" "),
+        common::normalize("Our budget: $20,000, by 3 o'clock - 15%!").join(" "),
         "our budget twenty thousand dollars by three o'clock fifteen percent"
     );
     assert_eq!(
-        normalize("2,500,013").join(" "),
+        common::normalize("2,500,013").join(" "),
         "two million five hundred thousand thirteen"
     );
-    let w = |s: &str| normalize(s);
-    assert_eq!(edits(&w("a b c d"), &w("a x c")), 2);
+    let w = |s: &str| common::normalize(s);
+    assert_eq!(common::edits(&w("a b c d"), &w("a x c")), 2);
     if common::espeak().is_none() {
         return;
     }

@@ -31,6 +31,12 @@ pub struct Segment {
     pub end_ms: u64,
     pub speaker: String,
     pub text: String,
+    /// ISO-639-1 code of the text's language, when the engine tells it (Whisper).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    /// A language was forced and this turn was surely another (`language` is the one heard).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub language_mismatch: bool,
 }
 
 /// How a file's channels were read.
@@ -159,8 +165,8 @@ impl Track {
                     let Some(u) = self.utterance.take() else {
                         continue;
                     };
-                    let text = u.finish()?;
-                    let text = text.trim();
+                    let heard = u.finish_heard()?;
+                    let text = heard.text.trim();
                     if text.is_empty() {
                         *empty += 1;
                     } else {
@@ -170,6 +176,8 @@ impl Track {
                                 end_ms,
                                 speaker: self.speaker.clone(),
                                 text: text.to_string(),
+                                language: heard.language.clone(),
+                                language_mismatch: heard.language_mismatch,
                             },
                             index,
                         ));
@@ -425,6 +433,8 @@ mod tests {
             end_ms: 3_725_500,
             speaker: "Them".into(),
             text: "a <b> & c".into(),
+            language: None,
+            language_mismatch: false,
         };
         assert_eq!(
             Format::Jsonl.render(&s),

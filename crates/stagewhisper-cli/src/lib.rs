@@ -142,7 +142,7 @@ pub fn run_command(command: Command, data_dir: Option<PathBuf>) -> anyhow::Resul
             }
             Ok(())
         }
-        Command::Transcribe(args) => transcribe::run(args),
+        Command::Transcribe(args) => transcribe::run(args, data_dir),
     }
 }
 
