@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Converts a Whisper model in CTranslate2 format to whisper.cpp's ggml format, offline.
 
-    ct2_to_ggml.py MODEL_DIR ASSETS_DIR OUT.bin [--q8_0 OUT-q8_0.bin]
+    ct2_to_ggml.py MODEL_DIR ASSETS_DIR OUT.bin|- [--q8_0 OUT-q8_0.bin]
 
 MODEL_DIR holds CTranslate2's `model.bin` (and `config.json`); ASSETS_DIR is the `whisper/assets`
 folder of OpenAI's `openai-whisper` package (`mel_filters.npz`, `gpt2.tiktoken`,
@@ -233,12 +233,13 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("model_dir")
     p.add_argument("assets_dir")
-    p.add_argument("out")
+    p.add_argument("out", help="the f16 file to write (`-`: none)")
     p.add_argument("--q8_0", metavar="OUT", help="also write a q8_0-quantised file")
     a = p.parse_args()
     v = read_ct2(os.path.join(a.model_dir, "model.bin"))
     tensors = openai_tensors(v)
-    write_ggml(a.out, v, tensors, a.assets_dir, quantise=False)
+    if a.out != "-":
+        write_ggml(a.out, v, tensors, a.assets_dir, quantise=False)
     if a.q8_0:
         write_ggml(a.q8_0, v, tensors, a.assets_dir, quantise=True)
 

@@ -196,3 +196,87 @@ fn whisper_models_that_cannot_be_used_say_so() {
         .unwrap();
     assert_eq!(missing.kind, EngineErrorKind::Unavailable);
 }
+
+#[test]
+fn whisper_multilingual_detects_or_forces_the_language_and_flags_a_forced_one_not_heard() {
+    let Some(models) = common::whisper_models() else {
+        return;
+    };
+    if !models.join("ggml-base-q8_0.bin").is_file() {
+        common::missing::<()>("the multilingual test model ggml-base-q8_0.bin is not installed");
+        return;
+    }
+    if common::espeak().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let de = dir.path().join("de.wav");
+    let en = dir.path().join("en.wav");
+    common::speak(
+        "Wir haben den Vertrag für zwei Jahre unterschrieben, und das Budget liegt bei \
+         zwanzigtausend Euro.",
+        "de",
+        &de,
+    );
+    common::speak(
+        "We signed the contract for two years, and the budget is twenty thousand euros.",
+        "en-us",
+        &en,
+    );
+    let heard = |language: &str, wav: &Path| -> Vec<Segment> {
+        let mut c = WhisperConfig::new("base-q8_0", language, &models);
+        c.partials.enabled = false;
+        let e = WhisperEngine::new(c).unwrap();
+        segments(wav, &e)
+    };
+    let one = |segs: Vec<Segment>| -> Segment {
+        assert_eq!(segs.len(), 1, "{segs:?}");
+        segs.into_iter().next().unwrap()
+    };
+    // Detected per turn.
+    let s = one(heard("auto", &de));
+    assert_eq!(
+        (s.language.as_deref(), s.language_mismatch),
+        (Some("de"), false),
+        "{s:?}"
+    );
+    assert!(
+        common::keywords_found(&s.text, &["wir", "haben"]) == 2,
+        "{s:?}"
+    );
+    let s = one(heard("auto", &en));
+    assert_eq!(
+        (s.language.as_deref(), s.language_mismatch),
+        (Some("en"), false),
+        "{s:?}"
+    );
+    // Forced, and what was said.
+    let s = one(heard("de", &de));
+    assert_eq!(
+        (s.language.as_deref(), s.language_mismatch),
+        (Some("de"), false),
+        "{s:?}"
+    );
+    // Forced, and another language was said: flagged, written in the language heard (not an
+    // English garble of German).
+    let s = one(heard("en", &de));
+    assert_eq!(
+        (s.language.as_deref(), s.language_mismatch),
+        (Some("de"), true),
+        "{s:?}"
+    );
+    assert!(
+        common::keywords_found(&s.text, &["wir", "haben"]) == 2,
+        "{s:?}"
+    );
+    let s = one(heard("de", &en));
+    assert_eq!(
+        (s.language.as_deref(), s.language_mismatch),
+        (Some("en"), true),
+        "{s:?}"
+    );
+    assert!(
+        common::keywords_found(&s.text, &["contract", "years"]) == 2,
+        "{s:?}"
+    );
+}

@@ -80,7 +80,7 @@ pub fn installed_models(models_dir: &Path) -> Vec<String> {
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter(|e| e.path().is_file())
         .filter_map(|e| {
             let n = e.file_name().into_string().ok()?;
             Some(n.strip_prefix("ggml-")?.strip_suffix(".bin")?.to_string())
