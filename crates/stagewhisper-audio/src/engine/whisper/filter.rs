@@ -73,8 +73,9 @@ fn is_tag(text: &str) -> bool {
         .any(|(a, b)| t.starts_with(*a) && t.ends_with(*b) && t.chars().count() > 1)
 }
 
-/// Runs of the same phrase (1–8 words) repeated more than three times in a row are cut to one
-/// (a decoding loop); "no no no" stays as it is.
+/// Runs of the same phrase repeated in a row are cut to one (a decoding loop): a word more than
+/// three times, a phrase of 2–8 words more than twice ("four queen of clubs four queen of clubs
+/// four queen of clubs", seen on a 2 s turn). "no no no" stays as it is.
 pub fn collapse_loops(text: &str) -> String {
     let words: Vec<&str> = text.split_whitespace().collect();
     let key: Vec<String> = words.iter().map(|w| normalise(w)).collect();
@@ -91,7 +92,7 @@ pub fn collapse_loops(text: &str) -> String {
             {
                 reps += 1;
             }
-            if reps > 3 {
+            if reps > if n == 1 { 3 } else { 2 } {
                 out.extend_from_slice(&words[i..i + n]);
                 i += reps * n;
                 continue 'next;
@@ -158,5 +159,10 @@ mod tests {
         assert_eq!(collapse_loops("no, no, no."), "no, no, no.");
         assert_eq!(collapse_loops("the the the the the end"), "the end");
         assert_eq!(collapse_loops("a b c"), "a b c");
+        assert_eq!(
+            collapse_loops("4. Queen of Cloves 4. Queen of Cloves 4. Queen of Cloves"),
+            "4. Queen of Cloves"
+        );
+        assert_eq!(collapse_loops("go on, go on"), "go on, go on");
     }
 }
