@@ -156,7 +156,18 @@ unsafe extern "C" fn aborted(flag: *mut std::ffi::c_void) -> bool {
     unsafe { (*(flag as *const AtomicBool)).load(Ordering::Relaxed) }
 }
 
-/// One `whisper_full` over the audio in `language` (`None`: detected).
+/// The temperatures of the fallback: greedy first, then sampling.
+const TEMPERATURES: [f32; 3] = [0.0, 0.4, 0.8];
+/// A sampled decode (temperature > 0) replaces the greedy one only when at least this sure:
+/// sampling on noise invents fluent sentences ("I'm gonna go to the ground." at -0.96 on pink
+/// noise).
+const SAMPLED_MIN_LOGPROB: f32 = -0.5;
+
+/// The audio in `language` (`None`: detected), with Whisper's temperature fallback done here:
+/// a greedy decode whose tokens are unlikely (mean log-prob < -1, and not judged silent) is
+/// tried again sampling at 0.4, then 0.8; the first that passes is kept if sure enough,
+/// else the greedy text (which the filters judge).
+#[allow(clippy::too_many_arguments)]
 fn run(
     model: &Model,
     state: &mut WhisperState,
@@ -166,6 +177,65 @@ fn run(
     language: Option<&str>,
     abort: &Option<Arc<AtomicBool>>,
 ) -> Result<Option<Decoded>, EngineError> {
+    let mut greedy = None;
+    for t in TEMPERATURES {
+        let Some((text, ev)) = full(model, state, opts, audio, audio_ctx, language, abort, t)?
+        else {
+            return Ok(None);
+        };
+        let failed = ev.avg_logprob < filter::FAILED_LOGPROB && ev.no_speech < 0.6;
+        if t == 0.0 {
+            greedy = Some((text.clone(), ev));
+        }
+        if !failed && (t == 0.0 || ev.avg_logprob >= SAMPLED_MIN_LOGPROB) {
+            return Ok(Some(decoded(model, state, &text, ev, audio_ctx)));
+        }
+        if !failed {
+            break;
+        }
+    }
+    let (text, ev) = greedy.expect("the greedy decode ran first");
+    Ok(Some(decoded(model, state, &text, ev, audio_ctx)))
+}
+
+/// What a decode heard, after the filters.
+fn decoded(
+    model: &Model,
+    state: &WhisperState,
+    text: &str,
+    evidence: Evidence,
+    audio_ctx: i32,
+) -> Decoded {
+    let language = if model.multilingual {
+        whisper_rs::get_lang_str(state.full_lang_id_from_state()).map(str::to_string)
+    } else {
+        Some("en".to_string())
+    };
+    let kept = filter::clean(text, evidence);
+    tracing::debug!(heard = %text, %kept, no_speech = evidence.no_speech, avg_logprob = evidence.avg_logprob, audio_ctx, "Whisper decode");
+    if std::env::var_os("SW_WHISPER_TRACE").is_some() {
+        eprintln!("whisper: {text:?} -> {kept:?} {evidence:?} ctx {audio_ctx}");
+    }
+    Decoded {
+        text: kept,
+        language,
+        language_mismatch: false,
+        evidence,
+    }
+}
+
+/// One `whisper_full` at `temperature`: its text and evidence, `None` when aborted.
+#[allow(clippy::too_many_arguments)]
+fn full(
+    model: &Model,
+    state: &mut WhisperState,
+    opts: &DecodeOptions,
+    audio: &[f32],
+    audio_ctx: i32,
+    language: Option<&str>,
+    abort: &Option<Arc<AtomicBool>>,
+    temperature: f32,
+) -> Result<Option<(String, Evidence)>, EngineError> {
     let mut p = FullParams::new(SamplingStrategy::Greedy { best_of: 2 });
     p.set_n_threads(opts.threads.max(1) as i32);
     p.set_language(Some(language.unwrap_or("auto")));
@@ -180,13 +250,15 @@ fn run(
     p.set_suppress_blank(true);
     // Non-speech tokens ("[Music]", "(laughs)", …) are never written.
     p.set_suppress_nst(true);
-    // Whisper's own fallback: a decode whose tokens are unlikely (mean log-prob < -1) or that
-    // loops (entropy < 2.4) is tried again at a higher temperature (0.2, 0.4, … 1.0); a turn
-    // likely silent (no-speech > 0.6) with unlikely tokens gives no text.
-    p.set_temperature(0.0);
-    p.set_temperature_inc(0.2);
-    p.set_logprob_thold(-1.0);
-    p.set_entropy_thold(2.4);
+    // The fallback is [`run`]'s (whisper.cpp's own would keep any sampled text that passes).
+    // A turn likely silent (no-speech > 0.6) with unlikely tokens gives no text. The other
+    // trigger of a fallback, a repetitive decode (token entropy < 2.4), is off: on music and
+    // noise the greedy decode is "♪♪ ♪♪ ♪♪ …" (dropped as a tag), and sampling again is what
+    // invented words there; loops on speech are cut by the filter instead.
+    p.set_temperature(temperature);
+    p.set_temperature_inc(0.0);
+    p.set_logprob_thold(filter::FAILED_LOGPROB);
+    p.set_entropy_thold(0.0);
     p.set_no_speech_thold(0.6);
     p.set_audio_ctx(audio_ctx);
     if let Some(flag) = abort {
@@ -227,22 +299,7 @@ fn run(
             (lp_sum / lp_n as f64) as f32
         },
     };
-    let language = if model.multilingual {
-        whisper_rs::get_lang_str(state.full_lang_id_from_state()).map(str::to_string)
-    } else {
-        Some("en".to_string())
-    };
-    let kept = filter::clean(&text, evidence);
-    tracing::debug!(heard = %text, %kept, no_speech = evidence.no_speech, avg_logprob = evidence.avg_logprob, audio_ctx, "Whisper decode");
-    if std::env::var_os("SW_WHISPER_TRACE").is_some() {
-        eprintln!("whisper: {text:?} -> {kept:?} {evidence:?} ctx {audio_ctx}");
-    }
-    Ok(Some(Decoded {
-        text: kept,
-        language,
-        language_mismatch: false,
-        evidence,
-    }))
+    Ok(Some((text, evidence)))
 }
 
 #[cfg(test)]

@@ -2,38 +2,52 @@
 //! stock phrases ("Thank you.", "Thanks for watching!", "[BLANK_AUDIO]", "(music)", "you", …),
 //! and a phrase looping ("I'm going to I'm going to I'm going to …").
 //!
-//! Applied to whole turns only: "thank you" inside a sentence is kept. A stock phrase that is
-//! a tag (`[BLANK_AUDIO]`, `(music)`, `♪`) is never speech and always dropped; one that a
-//! person may really say ("Thank you.", "Bye.", "you") is dropped only when the decode itself
-//! doubted it was speech (see [`Evidence::doubtful`]).
+//! A decode that failed Whisper's log-prob threshold at every temperature gives nothing.
+//! Applied to whole turns only: "thank you" inside a sentence is kept. A tag (`[BLANK_AUDIO]`,
+//! `(music)`, `♪`) and a phrase nobody says as a call's whole turn ("You", "Thanks for
+//! watching!") are always dropped; one that a person may really say ("Thank you.", "Bye.") only
+//! when the decode itself doubted it was speech (see [`Evidence::doubtful`]).
 
-/// Phrases Whisper writes on silence, noise or music (lower case, no punctuation), from its
-/// trackers and seen in our own runs.
-const STOCK_PHRASES: &[&str] = &[
-    "thank you",
-    "thank you very much",
-    "thank you so much",
-    "thanks",
+/// Whole turns Whisper writes on silence, noise or music that nobody says as a turn of a
+/// call: always dropped ("You" came, sure of itself, from a 300–900 Hz sweep).
+const NEVER_A_TURN: &[&str] = &[
+    "you",
+    // A filler alone is no words for the assistant ("Oh" came from a sweep, log-prob -0.47).
+    "oh",
+    "uh",
+    "um",
+    "ah",
+    "hmm",
     "thanks for watching",
     "thank you for watching",
     "thanks for watching and please subscribe",
     "please subscribe",
     "subscribe to my channel",
     "like and subscribe",
-    "see you next time",
     "see you in the next video",
-    "bye",
-    "bye bye",
-    "you",
-    "oh",
-    "so",
-    "okay",
-    "hmm",
-    "uh",
-    "um",
     "subtitles by the amaraorg community",
     "transcription by castingwords",
 ];
+
+/// Phrases Whisper writes on silence, noise or music that a person may also say (lower case,
+/// no punctuation), from its trackers and seen in our own runs: dropped when the decode doubted.
+const STOCK_PHRASES: &[&str] = &[
+    "thank you",
+    "thank you very much",
+    "thank you so much",
+    "thanks",
+    "see you next time",
+    "bye",
+    "bye bye",
+    "so",
+    "okay",
+];
+
+/// Whisper's log-prob threshold (whisper.cpp's and OpenAI's default): below it a decode is
+/// tried again at a higher temperature.
+pub const FAILED_LOGPROB: f32 = -1.0;
+/// A turn's text below this mean log-prob is a guess, dropped.
+pub const GUESS_LOGPROB: f32 = -1.5;
 
 /// What the decode said about its own text.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -106,11 +120,21 @@ pub fn collapse_loops(text: &str) -> String {
 
 /// The text to keep of a turn, `""` for none.
 pub fn clean(text: &str, evidence: Evidence) -> String {
+    // Whisper falls back to higher temperatures until the mean log-prob of a decode reaches
+    // -1: a text far below it failed at every temperature, a guess ("I left." at -4.3 on pink
+    // noise). Real speech can land just below -1 on a short turn (JFK's "Ask not!": -1.09),
+    // so only a clear failure is dropped.
+    if evidence.avg_logprob < GUESS_LOGPROB {
+        return String::new();
+    }
     let text = collapse_loops(text.trim());
     if is_tag(&text) {
         return String::new();
     }
     let norm = normalise(&text);
+    if NEVER_A_TURN.contains(&norm.as_str()) {
+        return String::new();
+    }
     if STOCK_PHRASES.contains(&norm.as_str()) && evidence.doubtful() {
         return String::new();
     }
@@ -142,12 +166,25 @@ mod tests {
         ] {
             assert_eq!(clean(t, SURE), "", "{t}");
         }
-        for t in ["Thank you.", "Thanks for watching!", " you", "Bye."] {
+        for t in ["Thank you.", "Bye.", "Okay."] {
             assert_eq!(clean(t, UNSURE), "", "{t}");
             assert_eq!(clean(t, SURE), t.trim(), "a sure {t} is kept");
         }
+        for t in ["You", " you.", "Thanks for watching!"] {
+            assert_eq!(clean(t, SURE), "", "{t}");
+        }
         let s = "Thank you, see you on Tuesday.";
         assert_eq!(clean(s, UNSURE), s);
+        let failed = Evidence {
+            no_speech: 0.0001,
+            avg_logprob: -4.3,
+        };
+        assert_eq!(clean("I left.", failed), "");
+        let short = Evidence {
+            no_speech: 0.00001,
+            avg_logprob: -1.09,
+        };
+        assert_eq!(clean("Ask not!", short), "Ask not!");
     }
 
     #[test]
