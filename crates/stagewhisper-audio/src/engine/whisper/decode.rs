@@ -213,9 +213,6 @@ fn decoded(
     };
     let kept = filter::clean(text, evidence);
     tracing::debug!(heard = %text, %kept, no_speech = evidence.no_speech, avg_logprob = evidence.avg_logprob, audio_ctx, "Whisper decode");
-    if std::env::var_os("SW_WHISPER_TRACE").is_some() {
-        eprintln!("whisper: {text:?} -> {kept:?} {evidence:?} ctx {audio_ctx}");
-    }
     Decoded {
         text: kept,
         language,
