@@ -4,6 +4,10 @@
 # Debian packages by purpose. The headless binary (crates/stagewhisper-headless) needs only a C
 # toolchain (SQLite is compiled in); the desktop window adds WebKitGTK.
 APT_BUILD_HEADLESS=(pkg-config build-essential)
+# The Whisper engine: whisper.cpp (bundled by whisper-rs-sys) is built with cmake and g++; its
+# Rust bindings come with the crate (.cargo/config.toml sets WHISPER_DONT_GENERATE_BINDINGS=1),
+# so no libclang. About 3.5 extra minutes of a cold build on 2 cores.
+APT_BUILD_HEADLESS+=(cmake)
 APT_BUILD=("${APT_BUILD_HEADLESS[@]}" libwebkit2gtk-4.1-dev)
 APT_TEST=(chromium xvfb xauth webkit2gtk-driver imagemagick)
 # The desktop window test (tests/window/desktop.py): key presses and window state (xdotool,

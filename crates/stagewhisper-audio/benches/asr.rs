@@ -24,7 +24,16 @@
 //!   700 ms hangover) to its final text, p50 and p99 (with 40 turns p99 is the slowest but
 //!   one). End of speech → final text is this plus the hangover.
 //!
-//! Engines: `builtin` (PocketSphinx), `openai` (Whisper tiny.en behind tests/whisper/server.py,
+//! **Real human speech** (`tests/fixtures/speech`, 12 clips, 118 words) is fed the same way
+//! after the synthetic sentences and scored as the voice `real`. Also per configuration: **CPU
+//! seconds per second of speech** (the whole process, background partials included), the RSS
+//! at the end of the run and the process's peak, and **end of speech → final text** (the
+//! latency's p50 plus the turn maker's hangover).
+//!
+//! Engines: `builtin` (PocketSphinx), `whisper:MODEL[:THREADS]` (in process, e.g.
+//! `whisper:tiny.en-q8_0:2`; the test models of tests/whisper/install.sh, partials on as live;
+//! `whisper:MODEL:THREADS:nopartials` without them: what partials cost),
+//! `openai` (Whisper tiny.en behind tests/whisper/server.py,
 //! no partials), `openai-partials` (the same with the engine's partial requests, default
 //! policy), `openai-partials-always` (partials without the pause the default policy takes
 //! while the server is slow: what the pause buys).
@@ -39,6 +48,7 @@ mod common;
 use serde_json::json;
 use stagewhisper_audio::engine::builtin::{BuiltinConfig, BuiltinEngine};
 use stagewhisper_audio::engine::openai::{OpenAiConfig, OpenAiEngine, PartialPolicy};
+use stagewhisper_audio::engine::whisper::{WhisperConfig, WhisperEngine};
 use stagewhisper_audio::engine::Engine;
 use stagewhisper_audio::pcm::{read_wav_16k_mono, RATE};
 use stagewhisper_audio::pipeline::PARTIAL_EVERY;
@@ -47,7 +57,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-const VOICES: [&str; 2] = ["en-us", "en-us+f3"];
+const VOICES: [&str; 3] = ["en-us", "en-us+f3", REAL];
+/// The committed clips of real human speech (tests/fixtures/speech), scored as a "voice".
+const REAL: &str = "real";
 const CHUNK: usize = 1600; // 100 ms
 
 struct Utterance {
@@ -69,10 +81,19 @@ fn corpus(limit: usize) -> Vec<Utterance> {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("asr-corpus");
     std::fs::create_dir_all(&dir).unwrap();
     let mut out = Vec::new();
-    for voice in VOICES {
+    let mut clips: Vec<(&'static str, String, PathBuf)> = Vec::new();
+    for voice in &VOICES[..2] {
         for (i, text) in sentences.iter().enumerate() {
             let wav = dir.join(format!("{voice}-{i:02}.wav"));
             common::speak(text, voice, &wav);
+            clips.push((voice, text.to_string(), wav));
+        }
+    }
+    for (wav, text) in common::real_speech() {
+        clips.push((REAL, text, wav));
+    }
+    {
+        for (voice, text, wav) in clips {
             let speech = read_wav_16k_mono(&wav).unwrap();
             let mut audio = vec![0i16; RATE as usize / 2];
             audio.extend_from_slice(&speech);
@@ -91,125 +112,13 @@ fn corpus(limit: usize) -> Vec<Utterance> {
             }
             out.push(Utterance {
                 voice,
-                text: text.to_string(),
+                text,
                 turns,
                 speech_ms: speech.len() as u64 * 1000 / RATE as u64,
             });
         }
     }
     out
-}
-
-// ------------------------------------------------------------------------------ WER
-
-fn number_words(n: u64) -> Vec<String> {
-    const ONES: [&str; 20] = [
-        "zero",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "eleven",
-        "twelve",
-        "thirteen",
-        "fourteen",
-        "fifteen",
-        "sixteen",
-        "seventeen",
-        "eighteen",
-        "nineteen",
-    ];
-    const TENS: [&str; 10] = [
-        "", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
-    ];
-    fn below_thousand(n: u64, out: &mut Vec<String>) {
-        if n >= 100 {
-            out.push(ONES[(n / 100) as usize].into());
-            out.push("hundred".into());
-        }
-        let r = n % 100;
-        if r >= 20 {
-            out.push(TENS[(r / 10) as usize].into());
-            if !r.is_multiple_of(10) {
-                out.push(ONES[(r % 10) as usize].into());
-            }
-        } else if r > 0 || n == 0 {
-            out.push(ONES[r as usize].into());
-        }
-    }
-    let mut out = Vec::new();
-    for (scale, name) in [(1_000_000, "million"), (1_000, "thousand")] {
-        if n >= scale && !(n / scale).is_multiple_of(1000) {
-            below_thousand(n / scale % 1000, &mut out);
-            out.push(name.into());
-        }
-    }
-    if !n.is_multiple_of(1000) || n == 0 {
-        below_thousand(n % 1000, &mut out);
-    }
-    out
-}
-
-/// Lower case, punctuation dropped (apostrophes kept), digits written out, `$N` as "N
-/// dollars", `N%` as "N percent".
-fn normalize(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for raw in text.split(|c: char| c.is_whitespace() || c == '-') {
-        let t = raw.to_lowercase();
-        let dollars = t.contains('$');
-        let percent = t.contains('%');
-        let digits: String = t.chars().filter(|c| c.is_ascii_digit()).collect();
-        let core: String = t
-            .chars()
-            .filter(|c| c.is_alphanumeric() || *c == '\'')
-            .collect();
-        if !digits.is_empty() && core.chars().all(|c| c.is_ascii_digit()) {
-            let whole: String = t
-                .trim_start_matches('$')
-                .split('.')
-                .next()
-                .unwrap_or("")
-                .chars()
-                .filter(|c| c.is_ascii_digit())
-                .collect();
-            if let Ok(n) = whole.parse::<u64>() {
-                out.extend(number_words(n));
-            }
-            if dollars {
-                out.push("dollars".into());
-            }
-            if percent {
-                out.push("percent".into());
-            }
-        } else {
-            let w = core.trim_matches('\'').to_string();
-            if !w.is_empty() {
-                out.push(w);
-            }
-        }
-    }
-    out
-}
-
-/// Word-level edit distance.
-fn edits(reference: &[String], hypothesis: &[String]) -> usize {
-    let mut prev: Vec<usize> = (0..=hypothesis.len()).collect();
-    for (i, r) in reference.iter().enumerate() {
-        let mut cur = vec![i + 1; hypothesis.len() + 1];
-        for (j, h) in hypothesis.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(r != h))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[hypothesis.len()]
 }
 
 // ------------------------------------------------------------------------------ a run
@@ -220,6 +129,10 @@ struct Run {
     /// Per voice.
     wer_by_voice: Vec<(&'static str, f64)>,
     rtf: f64,
+    /// CPU seconds of the whole process per second of speech (partials included).
+    cpu_per_s: f64,
+    /// RSS at the end of the run.
+    rss_mib: u64,
     server_rtf: Option<f64>,
     latencies: Vec<Duration>,
     partials_seen: usize,
@@ -250,6 +163,7 @@ fn run(
     server: Option<&common::WhisperServer>,
 ) -> Run {
     let busy0 = server.map(|s| s.stats()["busy_s"].as_f64().unwrap_or(0.0));
+    let cpu0 = cpu_s();
     // The live pipeline asks for a partial once per PARTIAL_EVERY (in chunks of audio).
     let every = if std::env::args().any(|a| a == "--partial-every-chunk") {
         1
@@ -296,8 +210,8 @@ fn run(
             std::thread::sleep(Duration::from_millis(300));
         }
         let hyp = texts.join(" ");
-        let (r, h) = (normalize(&utt.text), normalize(&hyp));
-        let e = edits(&r, &h);
+        let (r, h) = (common::normalize(&utt.text), common::normalize(&hyp));
+        let e = common::edits(&r, &h);
         edits_total += e;
         words_total += r.len();
         if let Some(v) = by_voice.iter_mut().find(|v| v.0 == utt.voice) {
@@ -324,6 +238,8 @@ fn run(
             .map(|(v, e, n)| (*v, *e as f64 / (*n).max(1) as f64))
             .collect(),
         rtf: engine_time.as_secs_f64() / audio_s,
+        cpu_per_s: (cpu_s() - cpu0) / audio_s,
+        rss_mib: rss_kib() / 1024,
         server_rtf,
         turns: latencies.len(),
         latencies,
@@ -333,15 +249,54 @@ fn run(
     }
 }
 
-fn rss_kib() -> u64 {
+fn status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
+}
+
+fn rss_kib() -> u64 {
+    status_kib("VmRSS:")
+}
+
+/// CPU time of the whole process (every thread: the engine's background work included).
+fn cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // utime and stime are fields 14 and 15 (11 and 12 after the command), in clock ticks.
+    (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / 100.0
+}
+
+/// `whisper:MODEL[:THREADS]` (partials on, as live): the model from the test models
+/// (`tests/whisper/install.sh`), loaded before the run; its load time and RSS printed.
+fn run_whisper(config: &str, corpus: &[Utterance]) -> Option<Run> {
+    let mut parts = config.split(':').skip(1);
+    let model = parts.next().unwrap_or("tiny.en");
+    let threads: usize = parts.next().and_then(|t| t.parse().ok()).unwrap_or(1);
+    let partials = parts.next() != Some("nopartials");
+    let models = common::whisper_models()?;
+    let rss0 = rss_kib();
+    let t = Instant::now();
+    let mut c = WhisperConfig::new(model, "auto", &models);
+    c.threads = threads;
+    c.partials.enabled = partials;
+    let e = WhisperEngine::new(c).expect("the model file");
+    e.wait_loaded().expect("the model loads");
+    eprintln!(
+        "{config}: loaded in {:.2} s, RSS +{} MiB",
+        t.elapsed().as_secs_f64(),
+        (rss_kib() - rss0) / 1024
+    );
+    Some(run(config, &e, corpus, None))
 }
 
 fn main() {
@@ -360,15 +315,15 @@ fn main() {
     let json_out = opt("--json");
     // The scorer itself, checked before it scores anything.
     assert_eq!(
-        normalize("Our budget: $20,000, by 3 o'clock - 15%!").join(" "),
+        common::normalize("Our budget: $20,000, by 3 o'clock - 15%!").join(" "),
         "our budget twenty thousand dollars by three o'clock fifteen percent"
     );
     assert_eq!(
-        normalize("2,500,013").join(" "),
+        common::normalize("2,500,013").join(" "),
         "two million five hundred thousand thirteen"
     );
-    let w = |s: &str| normalize(s);
-    assert_eq!(edits(&w("a b c d"), &w("a x c")), 2);
+    let w = |s: &str| common::normalize(s);
+    assert_eq!(common::edits(&w("a b c d"), &w("a x c")), 2);
     if common::espeak().is_none() {
         return;
     }
@@ -446,9 +401,15 @@ fn main() {
         }
     }
 
+    for config in wanted.iter().filter(|w| w.starts_with("whisper")) {
+        if let Some(r) = run_whisper(config, &corpus) {
+            runs.push(r);
+        }
+    }
+
     println!(
-        "\n{:<24} {:>6} {:>6} {:>10} {:>9} {:>9} {:>9} {:>6}",
-        "engine", "WER", "RTF", "server RTF", "p50", "p99", "max", "turns"
+        "\n{:<24} {:>6} {:>6} {:>7} {:>10} {:>9} {:>9} {:>9} {:>6} {:>5}",
+        "engine", "WER", "RTF", "CPU/s", "server RTF", "p50", "p99", "max", "turns", "RSS"
     );
     let mut lines = Vec::new();
     for r in &runs {
@@ -458,15 +419,17 @@ fn main() {
             r.latencies.last().copied().unwrap_or_default(),
         );
         println!(
-            "{:<24} {:>5.1}% {:>6.3} {:>10} {:>7.0}ms {:>7.0}ms {:>7.0}ms {:>6}",
+            "{:<24} {:>5.1}% {:>6.3} {:>7.3} {:>10} {:>7.0}ms {:>7.0}ms {:>7.0}ms {:>6} {:>5}",
             r.config,
             r.wer * 100.0,
             r.rtf,
+            r.cpu_per_s,
             r.server_rtf.map_or("-".into(), |x| format!("{x:.3}")),
             p50.as_secs_f64() * 1000.0,
             p99.as_secs_f64() * 1000.0,
             max.as_secs_f64() * 1000.0,
-            r.turns
+            r.turns,
+            r.rss_mib
         );
         let voices: Vec<String> = r
             .wer_by_voice
@@ -488,6 +451,10 @@ fn main() {
             "wer": r.wer,
             "wer_by_voice": r.wer_by_voice.iter().map(|(v, w)| json!({"voice": v, "wer": w})).collect::<Vec<_>>(),
             "rtf": r.rtf,
+            "cpu_s_per_speech_s": r.cpu_per_s,
+            "rss_mib": r.rss_mib,
+            "peak_rss_mib": status_kib("VmHWM:") / 1024,
+            "end_of_speech_to_final_p50_ms": p50.as_secs_f64() * 1000.0 + TurnConfig::default().hangover_ms as f64,
             "server_rtf": r.server_rtf,
             "latency_p50_ms": p50.as_secs_f64() * 1000.0,
             "latency_p99_ms": p99.as_secs_f64() * 1000.0,

@@ -39,6 +39,12 @@ pub struct Segment {
     pub end_ms: u64,
     pub speaker: String,
     pub text: String,
+    /// ISO-639-1 code of the text's language, when the engine tells it (Whisper).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    /// A language was forced and this turn was surely another (`language` is the one heard).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub language_mismatch: bool,
 }
 
 /// How a file's channels were read.
@@ -180,8 +186,8 @@ impl Track {
                     let Some(u) = self.utterance.take() else {
                         continue;
                     };
-                    let text = u.finish()?;
-                    let text = text.trim();
+                    let heard = u.finish_heard()?;
+                    let text = heard.text.trim();
                     let mut speaker = self.speaker.clone();
                     let mut turn = None;
                     if let Some((d, audio)) = &mut self.diarizer {
@@ -199,6 +205,8 @@ impl Track {
                                 end_ms,
                                 speaker,
                                 text: text.to_string(),
+                                language: heard.language.clone(),
+                                language_mismatch: heard.language_mismatch,
                             },
                             index,
                             turn,
@@ -496,6 +504,8 @@ mod tests {
             end_ms: 3_725_500,
             speaker: "Them".into(),
             text: "a <b> & c".into(),
+            language: None,
+            language_mismatch: false,
         };
         assert_eq!(
             Format::Jsonl.render(&s),

@@ -16,9 +16,11 @@
 
 use stagewhisper_audio::engine::builtin::{BuiltinConfig, BuiltinEngine};
 use stagewhisper_audio::engine::openai::{OpenAiConfig, OpenAiEngine};
+use stagewhisper_audio::engine::whisper::{self, WhisperConfig, WhisperEngine};
 use stagewhisper_audio::engine::Engine;
 use stagewhisper_audio::file::{inspect, transcribe_inspected, FileError, FileOptions, Format};
 use stagewhisper_core::app::default_data_dir;
+use stagewhisper_core::audio::check_language;
 use stagewhisper_speakers::{EmbedError, Embedder, MODEL_FILE};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,22 +35,30 @@ pub struct TranscribeArgs {
     /// The recording: a WAV file (any sample rate; mono, or stereo with the microphone on the
     /// left and the call on the right).
     pub file: PathBuf,
-    /// `builtin` (PocketSphinx on this computer) or `openai` (an OpenAI-compatible
-    /// transcription server). Default: `openai` when --base-url is given, else `builtin`.
-    #[arg(long, value_parser = ["builtin", "openai"])]
+    /// `builtin` (PocketSphinx on this computer), `whisper` (Whisper on this computer, a ggml
+    /// model) or `openai` (an OpenAI-compatible transcription server). Default: `openai` when
+    /// --base-url is given, else `builtin`.
+    #[arg(long, value_parser = ["builtin", "openai", "whisper"])]
     pub engine: Option<String>,
     /// The transcription server (`--engine openai`): the part before /v1/audio/transcriptions,
     /// e.g. http://127.0.0.1:8000. The recording is sent there, turn by turn.
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
-    /// The model the server should use (`--engine openai`).
-    #[arg(long, value_name = "NAME", default_value = "whisper-1")]
-    pub model: String,
+    /// `--engine openai`: the model the server should use (default `whisper-1`).
+    /// `--engine whisper`: a model's name (`tiny.en`: `ggml-tiny.en.bin` in the data dir's
+    /// `models/`) or the path of a ggml model file (default: the installed one preferred).
+    #[arg(long, value_name = "NAME|PATH")]
+    pub model: Option<String>,
+    /// `--engine whisper`: `auto` (detected per turn, the default) or an ISO-639-1 code to
+    /// force (multilingual models).
+    #[arg(long, value_name = "auto|CODE")]
+    pub language: Option<String>,
     /// The server's API key (`--engine openai`; sent as a Bearer token). Prefer the
     /// environment variable: a command line is visible to every user of the machine.
     #[arg(long, value_name = "KEY", env = API_KEY_ENV, hide_env_values = true)]
     pub api_key: Option<String>,
-    /// `jsonl` (one {"start_ms","end_ms","speaker","text"} a line), `vtt` (WebVTT) or `text`.
+    /// `jsonl` (one {"start_ms","end_ms","speaker","text"} a line, plus "language" when the
+    /// engine tells it), `vtt` (WebVTT) or `text`.
     #[arg(long, default_value = "jsonl", value_parser = ["jsonl", "vtt", "text"])]
     pub format: String,
     /// Tell the call's speakers apart: `Speaker 1`, `Speaker 2`, … (a mono file, or a stereo
@@ -90,13 +100,49 @@ fn speaker_model(model: Option<PathBuf>, data_dir: Option<PathBuf>) -> Arc<Embed
     }
 }
 
-/// Runs `transcribe`; exits the process with the status above.
+/// The Whisper engine of `--model` (a name in `<data_dir>/models`, or a path), its model
+/// loaded: one line and status 3 when it cannot be.
+fn whisper_engine(
+    file: &Path,
+    model: Option<String>,
+    language: Option<String>,
+    data_dir: Option<PathBuf>,
+) -> WhisperEngine {
+    let language = language.unwrap_or_else(|| "auto".into());
+    if let Err(e) = check_language(&language) {
+        fail(e.code, e.message, 2);
+    }
+    let models = data_dir
+        .unwrap_or_else(default_data_dir)
+        .join(whisper::MODELS_DIR);
+    let Some(model) = model.or_else(|| whisper::default_model(&models)) else {
+        fail(
+            "engine_unavailable",
+            format!(
+                "no Whisper model is installed in {}: give one with --model NAME|PATH or \
+                 download one with `stagewhisper models download tiny.en`",
+                models.display()
+            ),
+            3,
+        );
+    };
+    let engine = WhisperEngine::new(WhisperConfig::new(&model, &language, &models))
+        .unwrap_or_else(|e| file_error(file, &e.into()));
+    if let Err(e) = engine.wait_loaded() {
+        file_error(file, &e.into());
+    }
+    engine
+}
+
+/// Runs `transcribe`; exits the process with the status above. `data_dir`: where the Whisper
+/// models named by name are (its `models/`).
 pub fn run(args: TranscribeArgs, data_dir: Option<PathBuf>) -> ! {
     let TranscribeArgs {
         file,
         engine,
         base_url,
         model,
+        language,
         api_key,
         format,
         speakers,
@@ -110,8 +156,11 @@ pub fn run(args: TranscribeArgs, data_dir: Option<PathBuf>) -> ! {
             "builtin".into()
         }
     });
-    if kind == "builtin" && base_url.is_some() {
+    if kind != "openai" && base_url.is_some() {
         fail("usage", "--base-url is for --engine openai", 2);
+    }
+    if kind != "whisper" && language.is_some() {
+        fail("usage", "--language is for --engine whisper", 2);
     }
     if kind == "openai" && base_url.is_none() {
         fail(
@@ -130,11 +179,12 @@ pub fn run(args: TranscribeArgs, data_dir: Option<PathBuf>) -> ! {
         "openai" => Box::new(
             OpenAiEngine::new(OpenAiConfig::new(
                 base_url.as_deref().unwrap_or_default(),
-                &model,
+                model.as_deref().unwrap_or("whisper-1"),
                 api_key,
             ))
             .unwrap_or_else(|e| file_error(&file, &e.into())),
         ),
+        "whisper" => Box::new(whisper_engine(&file, model, language, data_dir)),
         _ => Box::new(
             BuiltinEngine::new(BuiltinConfig::default())
                 .unwrap_or_else(|e| file_error(&file, &e.into())),

@@ -139,6 +139,56 @@ pub enum EngineSettings {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         api_key: Option<String>,
     },
+    /// Whisper in process (whisper.cpp): `model` is a model's name (`tiny.en`: the file
+    /// `ggml-tiny.en.bin` in the models folder) or the path of a ggml model file; `language`
+    /// is `auto` (detected per turn) or an ISO-639-1 code (forced).
+    Whisper {
+        model: String,
+        #[serde(default = "auto_language")]
+        language: String,
+    },
+}
+
+fn auto_language() -> String {
+    AUTO_LANGUAGE.into()
+}
+
+/// `language` of a Whisper engine that detects the language of each turn.
+pub const AUTO_LANGUAGE: &str = "auto";
+
+/// The ISO-639-1 codes Whisper knows (its multilingual models' languages).
+pub const WHISPER_LANGUAGES: &[&str] = &[
+    "en", "zh", "de", "es", "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv", "it",
+    "id", "hi", "fi", "vi", "he", "uk", "el", "ms", "cs", "ro", "da", "hu", "ta", "no", "th", "ur",
+    "hr", "bg", "lt", "la", "mi", "ml", "cy", "sk", "te", "fa", "lv", "bn", "sr", "az", "sl", "kn",
+    "et", "mk", "br", "eu", "is", "hy", "ne", "mn", "bs", "kk", "sq", "sw", "gl", "mr", "pa", "si",
+    "km", "sn", "yo", "so", "af", "oc", "ka", "be", "tg", "sd", "gu", "am", "yi", "lo", "uz", "fo",
+    "ht", "ps", "tk", "nn", "mt", "sa", "lb", "my", "bo", "tl", "mg", "as", "tt", "haw", "ln",
+    "ha", "ba", "jw", "su", "yue",
+];
+
+/// `auto` or a language Whisper knows (`invalid_language` otherwise).
+pub fn check_language(language: &str) -> Result<(), AudioError> {
+    let l = language.trim();
+    if l == AUTO_LANGUAGE || WHISPER_LANGUAGES.contains(&l) {
+        return Ok(());
+    }
+    Err(AudioError::bad(
+        "invalid_language",
+        "`engine.language`: `auto` or an ISO-639-1 code Whisper knows (`en`, `de`, `fr`, …)",
+    ))
+}
+
+/// A model name or path as an engine setting takes it (`invalid_model` otherwise).
+fn check_model(model: &str) -> Result<(), AudioError> {
+    let m = model.trim();
+    if m.is_empty() || m.chars().count() > MAX_MODEL || m.chars().any(char::is_control) {
+        return Err(AudioError::bad(
+            "invalid_model",
+            format!("`engine.model`: 1–{MAX_MODEL} characters"),
+        ));
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for EngineSettings {
@@ -155,6 +205,11 @@ impl std::fmt::Debug for EngineSettings {
                 .field("model", model)
                 .field("api_key", &api_key.as_ref().map(|_| "<set>"))
                 .finish(),
+            EngineSettings::Whisper { model, language } => f
+                .debug_struct("Whisper")
+                .field("model", model)
+                .field("language", language)
+                .finish(),
         }
     }
 }
@@ -164,13 +219,14 @@ impl EngineSettings {
         match self {
             EngineSettings::Builtin => "builtin",
             EngineSettings::Openai { .. } => "openai",
+            EngineSettings::Whisper { .. } => "whisper",
         }
     }
 
     /// Whether call audio leaves this machine with this engine (a server not on loopback).
     pub fn leaves_machine(&self) -> bool {
         match self {
-            EngineSettings::Builtin => false,
+            EngineSettings::Builtin | EngineSettings::Whisper { .. } => false,
             EngineSettings::Openai { base_url, .. } => !is_loopback_url(base_url),
         }
     }
@@ -182,10 +238,23 @@ impl EngineSettings {
                 kind: "builtin".into(),
                 base_url: None,
                 model: None,
+                language: None,
                 api_key_set: None,
                 leaves_machine: false,
                 notice: "Speech is recognised on this computer (PocketSphinx); no audio leaves it."
                     .into(),
+            },
+            EngineSettings::Whisper { model, language } => EngineView {
+                kind: "whisper".into(),
+                base_url: None,
+                model: Some(model.clone()),
+                language: Some(language.clone()),
+                api_key_set: None,
+                leaves_machine: false,
+                notice: format!(
+                    "Speech is recognised on this computer (Whisper, model {model}); no audio \
+                     leaves it."
+                ),
             },
             EngineSettings::Openai {
                 base_url,
@@ -195,6 +264,7 @@ impl EngineSettings {
                 kind: "openai".into(),
                 base_url: Some(base_url.clone()),
                 model: Some(model.clone()),
+                language: None,
                 api_key_set: Some(api_key.is_some()),
                 leaves_machine: leaves,
                 notice: if leaves {
@@ -216,12 +286,15 @@ impl EngineSettings {
 /// The engine as answered: never the API key itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct EngineView {
-    /// `builtin` or `openai`.
+    /// `builtin`, `openai` or `whisper`.
     pub kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// `whisper`: `auto` or the ISO-639-1 code of the language forced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
     /// `openai`: whether an API key is saved.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_set: Option<bool>,
@@ -337,6 +410,14 @@ impl AudioSettings {
                         api_key,
                     }
                 }
+                EngineUpdate::Whisper { model, language } => EngineSettings::Whisper {
+                    model: model.trim().to_string(),
+                    language: language
+                        .as_deref()
+                        .map(str::trim)
+                        .unwrap_or(AUTO_LANGUAGE)
+                        .to_string(),
+                },
             };
         }
         if let Some(l) = &update.you_label {
@@ -363,7 +444,8 @@ pub struct AudioUpdate {
     #[serde(default, deserialize_with = "crate::model::double_option")]
     #[schema(value_type = Option<SystemChoice>)]
     pub system: Option<Option<SystemChoice>>,
-    /// `{"kind": "builtin"}` or `{"kind": "openai", "base_url", "model", "api_key"?}`.
+    /// `{"kind": "builtin"}`, `{"kind": "openai", "base_url", "model", "api_key"?}` or
+    /// `{"kind": "whisper", "model", "language"?}`.
     pub engine: Option<EngineUpdate>,
     /// The speaker of the microphone's turns (1–100 characters).
     pub you_label: Option<String>,
@@ -390,6 +472,14 @@ pub enum EngineUpdate {
         #[schema(value_type = Option<String>)]
         api_key: Option<Option<String>>,
     },
+    Whisper {
+        /// A model's name (`tiny.en`, `base`, …: the file `ggml-<name>.bin` in the app's
+        /// models folder) or the path of a ggml model file.
+        model: String,
+        /// `auto` (the default: detected per turn) or an ISO-639-1 code to force.
+        #[serde(default)]
+        language: Option<String>,
+    },
 }
 
 impl std::fmt::Debug for EngineUpdate {
@@ -403,6 +493,11 @@ impl std::fmt::Debug for EngineUpdate {
                 .field("base_url", base_url)
                 .field("model", model)
                 .finish_non_exhaustive(),
+            EngineUpdate::Whisper { model, language } => f
+                .debug_struct("Whisper")
+                .field("model", model)
+                .field("language", language)
+                .finish(),
         }
     }
 }
@@ -450,13 +545,7 @@ impl AudioUpdate {
         }) = &self.engine
         {
             check_base_url(base_url)?;
-            let m = model.trim();
-            if m.is_empty() || m.chars().count() > MAX_MODEL || m.chars().any(char::is_control) {
-                return Err(AudioError::bad(
-                    "invalid_model",
-                    format!("`engine.model`: 1–{MAX_MODEL} characters"),
-                ));
-            }
+            check_model(model)?;
             if let Some(Some(k)) = api_key {
                 if k.len() > MAX_API_KEY || k.chars().any(|c| c.is_control() || c == ' ') {
                     return Err(AudioError::bad(
@@ -464,6 +553,12 @@ impl AudioUpdate {
                         "`engine.api_key`: no spaces or control characters, at most 4,096",
                     ));
                 }
+            }
+        }
+        if let Some(EngineUpdate::Whisper { model, language }) = &self.engine {
+            check_model(model)?;
+            if let Some(l) = language {
+                check_language(l)?;
             }
         }
         Ok(())
@@ -830,6 +925,19 @@ mod tests {
                 json!({"engine": {"kind": "openai", "base_url": "http://h", "model": " "}}),
                 "invalid_model",
             ),
+            (json!({"engine": {"kind": "whisper"}}), "missing_field"),
+            (
+                json!({"engine": {"kind": "whisper", "model": ""}}),
+                "invalid_model",
+            ),
+            (
+                json!({"engine": {"kind": "whisper", "model": "tiny", "language": "english"}}),
+                "invalid_language",
+            ),
+            (
+                json!({"engine": {"kind": "whisper", "model": "tiny", "language": "xx"}}),
+                "invalid_language",
+            ),
             (json!({"you_label": ""}), "invalid_label"),
             (json!({"them_label": "x".repeat(101)}), "invalid_label"),
             (json!({"mic": " "}), "unknown_source"),
@@ -837,6 +945,34 @@ mod tests {
         ] {
             assert_eq!(update(body.clone()).unwrap_err().code, code, "{body}");
         }
+    }
+
+    #[test]
+    fn a_whisper_engine_is_saved_with_its_language_and_stays_on_this_computer() {
+        let s = AudioSettings::default()
+            .apply(&update(json!({"engine": {"kind": "whisper", "model": " tiny.en "}})).unwrap());
+        assert_eq!(
+            s.engine,
+            EngineSettings::Whisper {
+                model: "tiny.en".into(),
+                language: "auto".into()
+            }
+        );
+        let s = s.apply(
+            &update(json!({"engine": {"kind": "whisper", "model": "base", "language": "de"}}))
+                .unwrap(),
+        );
+        let view = serde_json::to_value(s.engine.view()).unwrap();
+        assert_eq!(
+            (&view["kind"], &view["model"], &view["language"]),
+            (&json!("whisper"), &json!("base"), &json!("de"))
+        );
+        assert!(!s.engine.leaves_machine());
+        // A file saved without `language` (or by hand) reads as `auto`.
+        let saved: EngineSettings =
+            serde_json::from_value(json!({"kind": "whisper", "model": "tiny.en"})).unwrap();
+        assert_eq!(saved.kind(), "whisper");
+        assert!(matches!(saved, EngineSettings::Whisper { language, .. } if language == "auto"));
     }
 
     #[test]

@@ -408,6 +408,104 @@ async fn hearing_speech_becomes_turns_of_you_and_them_reaches_the_assistant_and_
     assert_eq!(late, 0, "partials after stopping");
 }
 
+/// Whisper, the default engine when a model is installed and none was chosen, hears real
+/// human speech on both channels live (partials, then finals within the WER bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hearing_whisper_is_the_default_with_a_model_installed_and_hears_real_speech_live() {
+    if !sound::tools("hearing: Whisper live") {
+        return;
+    }
+    let Some(models) = engines::whisper_models() else {
+        return;
+    };
+    let pulse = Pulse::start();
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    std::fs::create_dir_all(data.join("models")).unwrap();
+    std::os::unix::fs::symlink(
+        models.join("ggml-tiny.en-q8_0.bin"),
+        data.join("models/ggml-tiny.en-q8_0.bin"),
+    )
+    .unwrap();
+    let app = launch(&data, &pulse.env()).await;
+    let r = app.ui().get("/api/audio").await;
+    assert_eq!(
+        (&r.json["engine"]["kind"], &r.json["engine"]["model"]),
+        (&json!("whisper"), &json!("tiny.en-q8_0")),
+        "{r}"
+    );
+    assert_eq!(r.json["engine"]["leaves_machine"], false);
+    let (seen, _task) = collect(app.events(SseOpts::live()).await);
+    let call = new_call(&app, true).await;
+    let s = wait_status(&app, "listening, Whisper loaded", HEAR, |s| {
+        listening_to_both(s)
+            && s["engine"]["detail"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("Ready")
+    })
+    .await;
+    let detail = s["engine"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("Whisper tiny.en-q8_0 (English only)"),
+        "{s}"
+    );
+    let clip = |name: &str| {
+        engines::repo_root()
+            .join("tests/fixtures/speech")
+            .join(name)
+    };
+    let real = engines::real_speech();
+    let reference = |name: &str| &real.iter().find(|(p, _)| p.ends_with(name)).unwrap().1;
+    // The call says JFK's line; then the microphone reads Austen.
+    pulse.play("call", &clip("jfk.wav"));
+    let country = wait_for("JFK's last turn", HEAR, || async {
+        let t = transcript(&app, &call).await;
+        t.iter()
+            .filter(|x| x["speaker"] == "Them")
+            .filter(|x| text(x).contains("country"))
+            .count()
+            .checked_sub(1)
+            .map(|_| t.clone())
+            .ok_or_else(|| serde_json::to_string_pretty(&t).unwrap())
+    })
+    .await;
+    pulse.play("micfeed", &clip("austen-0890.wav"));
+    wait_turn(&app, &call, country.len(), "You").await;
+    let turns = transcript(&app, &call).await;
+    let said = |who: &str| -> String {
+        turns
+            .iter()
+            .filter(|t| t["speaker"] == who)
+            .map(text)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for (who, clip) in [("Them", "jfk.wav"), ("You", "austen-0890.wav")] {
+        let (errors, words) = engines::wer(reference(clip), &said(who));
+        assert!(
+            errors * 5 <= words,
+            "{who}: {errors}/{words} {:?}",
+            said(who)
+        );
+    }
+    // Partials of JFK's longest turn before its final.
+    let partials = of_type(&seen, "transcript_partial");
+    let last = partials
+        .iter()
+        .find(|(_, v)| v["final"] == true && v["speaker"] == "Them" && text(v).contains("country"))
+        .unwrap_or_else(|| panic!("no final with \"country\": {partials:?}"));
+    let before = partials
+        .iter()
+        .filter(|(at, v)| v["turn_id"] == last.1["turn_id"] && v["final"] == false && *at < last.0)
+        .filter(|(_, v)| !text(v).is_empty())
+        .count();
+    assert!(
+        before >= 1,
+        "no partial text before the final: {partials:?}"
+    );
+}
+
 fn backlog_files(data: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(data.join("audio-backlog"))
         .map(|d| {

@@ -419,3 +419,121 @@ fn transcribe_cli_openai_engine_with_the_key_from_the_environment() {
     );
     assert_one_line_failure(&o, 3, "engine_rejected");
 }
+
+/// Real human speech through `--engine whisper`: a model by name (from the data dir's
+/// `models/`) and by path, `--language`, a `language` on every segment; a model that cannot
+/// be loaded and a missing one exit 3 with one line.
+#[test]
+fn transcribe_cli_whisper_real_speech_by_name_and_path_and_models_that_cannot_load() {
+    let Some(models) = whisper_models() else {
+        return;
+    };
+    let jfk = repo_root().join("tests/fixtures/speech/jfk.wav");
+    let reference = "and so my fellow americans ask not what your country can do for you ask what \
+                     you can do for your country";
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(data.path().join("models")).unwrap();
+    std::os::unix::fs::symlink(
+        models.join("ggml-tiny.en-q8_0.bin"),
+        data.path().join("models/ggml-tiny.en-q8_0.bin"),
+    )
+    .unwrap();
+    let by_name = transcribe(
+        &[
+            s(&jfk),
+            "--engine",
+            "whisper",
+            "--model",
+            "tiny.en-q8_0",
+            "--language",
+            "en",
+            "--data-dir",
+            s(data.path()),
+        ],
+        &[],
+    );
+    let by_path = transcribe(
+        &[
+            s(&jfk),
+            "--engine",
+            "whisper",
+            "--model",
+            s(&models.join("ggml-tiny.en.bin")),
+        ],
+        &[],
+    );
+    for o in [&by_name, &by_path] {
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+        let lines: Vec<Value> = stdout(o)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(!lines.is_empty());
+        let text: Vec<&str> = lines.iter().map(|l| l["text"].as_str().unwrap()).collect();
+        for l in &lines {
+            assert_eq!(l["speaker"], "Them");
+            assert_eq!(l["language"], "en", "{l}");
+            assert!(l.get("language_mismatch").is_none(), "{l}");
+        }
+        let (errors, words) = wer(reference, &text.join(" "));
+        assert!(errors * 10 <= words, "{errors}/{words}: {text:?}");
+    }
+    // The installed model preferred when --model is left out.
+    let o = transcribe(
+        &[s(&jfk), "--engine", "whisper", "--data-dir", s(data.path())],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A model cut short, one not installed, a bad language, none installed at all.
+    let cut = data.path().join("cut.bin");
+    let whole = std::fs::read(models.join("ggml-tiny.en-q8_0.bin")).unwrap();
+    std::fs::write(&cut, &whole[..whole.len() / 3]).unwrap();
+    let o = transcribe(&[s(&jfk), "--engine", "whisper", "--model", s(&cut)], &[]);
+    assert_one_line_failure(&o, 3, "engine_unavailable");
+    assert!(stderr(&o).contains("could not load"), "{}", stderr(&o));
+    let o = transcribe(
+        &[
+            s(&jfk),
+            "--engine",
+            "whisper",
+            "--model",
+            "small.en",
+            "--data-dir",
+            s(data.path()),
+        ],
+        &[],
+    );
+    assert_one_line_failure(&o, 3, "engine_unavailable");
+    assert!(
+        stderr(&o).contains("models download small.en"),
+        "{}",
+        stderr(&o)
+    );
+    let o = transcribe(
+        &[
+            s(&jfk),
+            "--engine",
+            "whisper",
+            "--model",
+            s(&cut),
+            "--language",
+            "xx",
+        ],
+        &[],
+    );
+    assert_one_line_failure(&o, 2, "invalid_language");
+    let empty = tempfile::tempdir().unwrap();
+    let o = transcribe(
+        &[
+            s(&jfk),
+            "--engine",
+            "whisper",
+            "--data-dir",
+            s(empty.path()),
+        ],
+        &[],
+    );
+    assert_one_line_failure(&o, 3, "engine_unavailable");
+    let o = transcribe(&[s(&jfk), "--engine", "builtin", "--language", "en"], &[]);
+    assert_one_line_failure(&o, 2, "usage");
+}

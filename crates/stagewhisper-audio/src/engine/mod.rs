@@ -33,6 +33,22 @@ pub trait Engine: Send + Sync + 'static {
         ])?;
         u.finish().map(|_| ())
     }
+    /// What it is and how it is, in a sentence for people (the status's detail when it works).
+    fn describe(&self) -> String {
+        "Ready.".into()
+    }
+}
+
+/// A turn's final text, with what the engine knows of its language.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Heard {
+    /// `""` when nothing was recognised.
+    pub text: String,
+    /// ISO-639-1 code of the text's language, when the engine tells it.
+    pub language: Option<String>,
+    /// A language was forced and the turn was surely another one (`language` is the one
+    /// heard).
+    pub language_mismatch: bool,
 }
 
 /// The silence [`Engine::check`] transcribes, in milliseconds.
@@ -46,6 +62,13 @@ pub trait Utterance: Send {
     fn partial(&mut self) -> Option<String>;
     /// Everything pushed: the final text (`""` when nothing was recognised).
     fn finish(self: Box<Self>) -> Result<String, EngineError>;
+    /// [`Utterance::finish`] with the turn's language when the engine knows it.
+    fn finish_heard(self: Box<Self>) -> Result<Heard, EngineError> {
+        self.finish().map(|text| Heard {
+            text,
+            ..Heard::default()
+        })
+    }
 }
 
 /// Why an engine failed, by what the caller should do about it.
@@ -120,13 +143,17 @@ pub type SharedEngine = Arc<dyn Engine>;
 
 pub mod builtin;
 pub mod openai;
+pub mod whisper;
 
 use stagewhisper_core::audio::EngineSettings;
+use std::path::Path;
 
 /// The engine the settings name. Quick (no model is loaded on this thread, no request made);
-/// [`EngineErrorKind::Unavailable`] when it cannot run here (PocketSphinx not installed),
-/// [`EngineErrorKind::Rejected`] for settings it cannot use (a malformed URL).
-pub fn build(settings: &EngineSettings) -> Result<Arc<dyn Engine>, EngineError> {
+/// [`EngineErrorKind::Unavailable`] when it cannot run here (PocketSphinx not installed, a
+/// Whisper model missing), [`EngineErrorKind::Rejected`] for settings it cannot use (a
+/// malformed URL). `models_dir`: where Whisper models named by name are
+/// (`<data_dir>/models`).
+pub fn build(settings: &EngineSettings, models_dir: &Path) -> Result<Arc<dyn Engine>, EngineError> {
     Ok(match settings {
         EngineSettings::Builtin => Arc::new(builtin::BuiltinEngine::new(
             builtin::BuiltinConfig::default(),
@@ -140,5 +167,8 @@ pub fn build(settings: &EngineSettings) -> Result<Arc<dyn Engine>, EngineError> 
             model,
             api_key.clone(),
         ))?),
+        EngineSettings::Whisper { model, language } => Arc::new(whisper::WhisperEngine::new(
+            whisper::WhisperConfig::new(model, language, models_dir),
+        )?),
     })
 }

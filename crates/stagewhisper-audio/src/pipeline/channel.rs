@@ -329,7 +329,14 @@ fn finish_turn(
     std::thread::scope(|s| {
         let who = label.then(|| s.spawn(|| shared.speakers.label(call_id, samples)));
         let result = match (utterance, failed) {
-            (Some(u), _) => u.finish(),
+            (Some(u), _) => u.finish_heard().map(|h| {
+                // The stored turn has no language field yet: a turn in another language than
+                // the one forced is at least said in the log.
+                if h.language_mismatch {
+                    tracing::warn!(language = ?h.language, ?channel, "a turn was not in the language forced: written in the language heard");
+                }
+                h.text
+            }),
             (None, Some(e)) => Err(e),
             (None, None) => Err(EngineError::down("no engine")),
         };

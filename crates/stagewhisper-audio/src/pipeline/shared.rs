@@ -143,7 +143,8 @@ impl Shared {
             let mut slot = self.engine.lock().unwrap();
             let fresh = slot.engine.is_none();
             if fresh {
-                let built = engine::build(&slot.settings);
+                let models = self.ctx.data_dir.join(engine::whisper::MODELS_DIR);
+                let built = engine::build(&slot.settings, &models);
                 if let Err(e) = &built {
                     tracing::warn!(kind = slot.settings.kind(), error = %e, "the speech engine cannot be used");
                 }

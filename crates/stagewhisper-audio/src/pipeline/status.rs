@@ -44,7 +44,14 @@ pub(crate) struct State {
 pub(crate) fn engine_status(e: &EngineSlot) -> (EngineStatus, Option<EngineErrorKind>) {
     let kind = e.settings.kind().to_string();
     let (state, detail, failing) = match (&e.engine, &e.failing) {
-        (None, _) => ("ready", "Loads when listening starts.".to_string(), None),
+        (None, _) => match &e.settings {
+            EngineSettings::Whisper { model, .. } => (
+                "ready",
+                format!("Whisper {model}: the model loads when listening starts."),
+                None,
+            ),
+            _ => ("ready", "Loads when listening starts.".to_string(), None),
+        },
         (Some(Err(err)), _) | (Some(Ok(_)), Some(err)) => {
             let state = if err.kind == EngineErrorKind::Unavailable {
                 "unavailable"
@@ -53,7 +60,7 @@ pub(crate) fn engine_status(e: &EngineSlot) -> (EngineStatus, Option<EngineError
             };
             (state, engine_words(err), Some(err.kind))
         }
-        (Some(Ok(_)), None) => ("ready", "Ready.".to_string(), None),
+        (Some(Ok(engine)), None) => ("ready", engine.describe(), None),
     };
     (
         EngineStatus {

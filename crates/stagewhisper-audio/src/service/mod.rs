@@ -80,7 +80,12 @@ impl AudioService {
     /// drainer running, and listening resumed if it was on for a call that is still live.
     pub fn start(ctx: EarsContext) -> Arc<AudioService> {
         let settings_path = ctx.data_dir.join(SETTINGS_FILE);
-        let (settings, listening) = load_settings(&settings_path);
+        let (mut settings, listening) = load_settings(&settings_path);
+        settings::default_engine(
+            &mut settings,
+            &settings_path,
+            &ctx.data_dir.join(crate::engine::whisper::MODELS_DIR),
+        );
         let backlog = Backlog::open(&ctx.data_dir).unwrap_or_else(|e| {
             tracing::error!(error = %e, "the backlog folder cannot be used: waiting turns are kept in memory only");
             Backlog::in_memory()

@@ -7,7 +7,9 @@
 
 use crate::capture::Source;
 use serde::{Deserialize, Serialize};
-use stagewhisper_core::audio::{AudioError, AudioSettings, Channel, SourceChoice};
+use stagewhisper_core::audio::{
+    AudioError, AudioSettings, Channel, EngineSettings, SourceChoice, AUTO_LANGUAGE,
+};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -35,6 +37,34 @@ pub(super) fn load_settings(path: &Path) -> (AudioSettings, Option<String>) {
             }
         },
         Err(_) => (AudioSettings::default(), None),
+    }
+}
+
+/// Whether the person ever chose an engine: the settings file names one. (A file saved
+/// before engines could be chosen, or none at all, does not.)
+pub(super) fn engine_chosen(path: &Path) -> bool {
+    #[derive(Deserialize)]
+    struct Engine {
+        engine: Option<serde_json::Value>,
+    }
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Engine>(&b).ok())
+        .is_some_and(|f| f.engine.is_some())
+}
+
+/// The engine of a person who never chose one: Whisper with the preferred model installed in
+/// `models_dir` (auto-detected language), else the settings' (PocketSphinx).
+pub(super) fn default_engine(settings: &mut AudioSettings, path: &Path, models_dir: &Path) {
+    if engine_chosen(path) {
+        return;
+    }
+    if let Some(model) = crate::engine::whisper::default_model(models_dir) {
+        tracing::info!(%model, "no engine chosen and a Whisper model is installed: Whisper is used");
+        settings.engine = EngineSettings::Whisper {
+            model,
+            language: AUTO_LANGUAGE.into(),
+        };
     }
 }
 
@@ -111,8 +141,41 @@ pub(super) fn check_named(named: &[(&str, String)], list: &[Source]) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stagewhisper_core::audio::EngineSettings;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn whisper_is_the_default_when_a_model_is_installed_and_no_engine_was_chosen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SETTINGS_FILE);
+        let models = dir.path().join("models");
+        let mut s = AudioSettings::default();
+        default_engine(&mut s, &path, &models);
+        assert_eq!(s.engine, EngineSettings::Builtin, "no model: PocketSphinx");
+        std::fs::create_dir_all(&models).unwrap();
+        std::fs::write(models.join("ggml-tiny.en.bin"), b"x").unwrap();
+        default_engine(&mut s, &path, &models);
+        assert_eq!(
+            s.engine,
+            EngineSettings::Whisper {
+                model: "tiny.en".into(),
+                language: "auto".into()
+            }
+        );
+        // A file without `engine` (older, or hand-written) is no choice either.
+        std::fs::write(
+            &path,
+            br#"{"mic": "default", "system": null, "you_label": "You", "them_label": "Them"}"#,
+        )
+        .unwrap();
+        let mut s = load_settings(&path).0;
+        default_engine(&mut s, &path, &models);
+        assert_eq!(s.engine.kind(), "whisper");
+        // A chosen engine stays, PocketSphinx included.
+        save_settings(&path, &AudioSettings::default(), None).unwrap();
+        let mut s = load_settings(&path).0;
+        default_engine(&mut s, &path, &models);
+        assert_eq!(s.engine, EngineSettings::Builtin);
+    }
 
     #[test]
     fn settings_are_saved_private_and_whole_with_the_call_listened_to() {

@@ -203,3 +203,155 @@ pub fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+// ------------------------------------------------------------------------------ WER
+
+pub fn number_words(n: u64) -> Vec<String> {
+    const ONES: [&str; 20] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+    ];
+    const TENS: [&str; 10] = [
+        "", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+    ];
+    fn below_thousand(n: u64, out: &mut Vec<String>) {
+        if n >= 100 {
+            out.push(ONES[(n / 100) as usize].into());
+            out.push("hundred".into());
+        }
+        let r = n % 100;
+        if r >= 20 {
+            out.push(TENS[(r / 10) as usize].into());
+            if !r.is_multiple_of(10) {
+                out.push(ONES[(r % 10) as usize].into());
+            }
+        } else if r > 0 || n == 0 {
+            out.push(ONES[r as usize].into());
+        }
+    }
+    let mut out = Vec::new();
+    for (scale, name) in [(1_000_000, "million"), (1_000, "thousand")] {
+        if n >= scale && !(n / scale).is_multiple_of(1000) {
+            below_thousand(n / scale % 1000, &mut out);
+            out.push(name.into());
+        }
+    }
+    if !n.is_multiple_of(1000) || n == 0 {
+        below_thousand(n % 1000, &mut out);
+    }
+    out
+}
+
+/// Lower case, punctuation dropped (apostrophes kept), digits written out, `$N` as "N
+/// dollars", `N%` as "N percent".
+pub fn normalize(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for raw in text.split(|c: char| c.is_whitespace() || c == '-') {
+        let t = raw.to_lowercase();
+        let dollars = t.contains('$');
+        let percent = t.contains('%');
+        let digits: String = t.chars().filter(|c| c.is_ascii_digit()).collect();
+        let core: String = t
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == '\'')
+            .collect();
+        if !digits.is_empty() && core.chars().all(|c| c.is_ascii_digit()) {
+            let whole: String = t
+                .trim_start_matches('$')
+                .split('.')
+                .next()
+                .unwrap_or("")
+                .chars()
+                .filter(|c| c.is_ascii_digit())
+                .collect();
+            if let Ok(n) = whole.parse::<u64>() {
+                out.extend(number_words(n));
+            }
+            if dollars {
+                out.push("dollars".into());
+            }
+            if percent {
+                out.push("percent".into());
+            }
+        } else {
+            let w = core.trim_matches('\'').to_string();
+            match w.as_str() {
+                "" => {}
+                "mr" => out.push("mister".into()),
+                "mrs" => out.push("missus".into()),
+                _ => out.push(w),
+            }
+        }
+    }
+    out
+}
+
+/// Word-level edit distance.
+pub fn edits(reference: &[String], hypothesis: &[String]) -> usize {
+    let mut prev: Vec<usize> = (0..=hypothesis.len()).collect();
+    for (i, r) in reference.iter().enumerate() {
+        let mut cur = vec![i + 1; hypothesis.len() + 1];
+        for (j, h) in hypothesis.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(r != h))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[hypothesis.len()]
+}
+
+/// Word error rate of `hypothesis` against `reference` (both normalised): (edits, words).
+pub fn wer(reference: &str, hypothesis: &str) -> (usize, usize) {
+    let r = normalize(reference);
+    (edits(&r, &normalize(hypothesis)), r.len())
+}
+
+/// The committed clips of real human speech (`tests/fixtures/speech`): (file, reference).
+pub fn real_speech() -> Vec<(PathBuf, String)> {
+    let dir = repo_root().join("tests/fixtures/speech");
+    std::fs::read_to_string(dir.join("references.tsv"))
+        .expect("tests/fixtures/speech/references.tsv")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (f, t) = l.split_once('\t').expect("file<TAB>text");
+            (dir.join(f), t.to_string())
+        })
+        .collect()
+}
+
+/// The Whisper engine's test models (`tests/whisper/install.sh` makes them):
+/// `$SW_WHISPER_MODELS`, else `<repo>/.peers/whisper/models`; or the skip/fail of [`missing`].
+pub fn whisper_models() -> Option<PathBuf> {
+    let dir = std::env::var_os("SW_WHISPER_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers/whisper/models"));
+    // The installer writes its stamp last: a folder being made does not count.
+    if dir.join("ggml-tiny.en.bin").is_file() && dir.join(".stamp").is_file() {
+        Some(dir)
+    } else {
+        missing(&format!(
+            "the Whisper test models are not installed ({}; run tests/whisper/install.sh)",
+            dir.display()
+        ))
+    }
+}
