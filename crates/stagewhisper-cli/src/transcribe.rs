@@ -172,7 +172,7 @@ pub fn run(args: TranscribeArgs, data_dir: Option<PathBuf>) -> ! {
     // The whole file is checked first: a bad one fails before anything is printed.
     let (layout, duration_ms) = inspect(&file).unwrap_or_else(|e| file_error(&file, &e));
     let opts = FileOptions {
-        speakers: speakers.then(|| speaker_model(speaker_model_path, data_dir)),
+        speakers: speakers.then(|| speaker_model(speaker_model_path, data_dir.clone())),
         ..FileOptions::default()
     };
     let engine: Box<dyn Engine> = match kind.as_str() {

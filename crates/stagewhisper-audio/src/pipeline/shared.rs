@@ -136,6 +136,11 @@ impl Shared {
         self.state.lock().unwrap().settings.clone()
     }
 
+    /// Where the engines' model files are (the data dir's `models/`).
+    pub fn models_dir(&self) -> std::path::PathBuf {
+        self.ctx.data_dir.join(engine::whisper::MODELS_DIR)
+    }
+
     /// The current engine, built when first needed (building is quick: an engine loads its
     /// model in the background, or on its first utterance).
     pub fn engine(&self) -> Result<Arc<dyn Engine>, EngineError> {
@@ -143,8 +148,7 @@ impl Shared {
             let mut slot = self.engine.lock().unwrap();
             let fresh = slot.engine.is_none();
             if fresh {
-                let models = self.ctx.data_dir.join(engine::whisper::MODELS_DIR);
-                let built = engine::build(&slot.settings, &models);
+                let built = engine::build(&slot.settings, &self.models_dir());
                 if let Err(e) = &built {
                     tracing::warn!(kind = slot.settings.kind(), error = %e, "the speech engine cannot be used");
                 }

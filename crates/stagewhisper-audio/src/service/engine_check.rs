@@ -33,7 +33,7 @@ pub(super) fn try_engine(shared: &Arc<Shared>, settings: EngineSettings) -> Engi
     let outcome = if saved {
         shared.engine().and_then(|e| e.check())
     } else {
-        engine::build(&settings).and_then(|e| e.check())
+        engine::build(&settings, &shared.models_dir()).and_then(|e| e.check())
     };
     if saved {
         shared.engine_outcome(outcome.as_ref().map(|_| ()));
