@@ -166,7 +166,7 @@ export function listeningTo(a: Audio | null, call: string | null | undefined): b
   return !!a && !!call && a.status.call_id === call && a.status.state !== 'idle';
 }
 
-export type AudioField = 'mic' | 'system' | 'engine' | 'base_url' | 'model' | 'api_key' | 'you_label' | 'them_label';
+export type AudioField = 'mic' | 'system' | 'engine' | 'base_url' | 'model' | 'api_key' | 'language' | 'you_label' | 'them_label';
 
 /** Which field of Settings → Audio a `400` of `PUT /api/audio` is about (`null`: none in particular). */
 export function audioErrorField(code: string, message: string, sent: Record<string, unknown>): AudioField | null {
@@ -177,6 +177,8 @@ export function audioErrorField(code: string, message: string, sent: Record<stri
       return 'base_url';
     case 'invalid_model':
       return 'model';
+    case 'invalid_language':
+      return 'language';
     case 'invalid_api_key':
       return 'api_key';
     case 'invalid_label':

@@ -20,6 +20,14 @@ import { ModelSettings } from './settings/models';
 import type { ApiResponse } from './transport';
 import type { Audio, AudioChannel, AudioLevels, AudioSource } from './types';
 
+/** The engine kinds this form offers. */
+type EngineKind = 'builtin' | 'whisper' | 'openai';
+
+/** The saved engine's kind as one of the form's (an unknown kind shows as none chosen: built-in). */
+function savedKind(kind: string | undefined): EngineKind {
+  return kind === 'openai' || kind === 'whisper' ? kind : 'builtin';
+}
+
 export interface AudioSettingsActions {
   /** A request to `/api/audio` (`GET` / `PUT`) whose answer the app puts in the store. */
   audioCall(method: string, path: string, body?: unknown): Promise<ApiResponse<unknown>>;
@@ -103,13 +111,18 @@ export class AudioSettings {
   private testBtns = new Map<AudioChannel, HTMLButtonElement>();
   private testResults = new Map<AudioChannel, HTMLElement>();
   private sourceFields: HTMLElement;
-  private engineInputs = new Map<'builtin' | 'openai', HTMLInputElement>();
+  private engineInputs = new Map<EngineKind, HTMLInputElement>();
   private baseUrl: HTMLInputElement;
   private model: HTMLInputElement;
   private apiKey: HTMLInputElement;
   private keyState = h('span', { class: 'chip chip-muted', id: 'audio-key-state' }, 'no key');
   private keyRemove: HTMLButtonElement;
   private openaiFields: HTMLElement;
+  /** The model row: a server's model name, or a Whisper model (a name in the models folder, or a path). */
+  private modelRow: HTMLElement;
+  private modelHint: HTMLElement;
+  private language: HTMLInputElement;
+  private whisperFields: HTMLElement;
   private notice = h('p', { class: 'audio-notice', id: 'audio-engine-notice' });
   private draftNotice = h('p', { class: 'audio-notice audio-leaves', id: 'audio-engine-draft-notice', hidden: true });
   private engineState = h('p', { class: 'setting-note', id: 'audio-engine-state' });
@@ -187,6 +200,7 @@ export class AudioSettings {
     const engines = h('div', { class: 'mode-options', id: 'audio-engines' });
     for (const [id, label, hintText] of [
       ['builtin', 'Built-in', 'PocketSphinx on this computer; works with no network'],
+      ['whisper', 'Whisper', 'a Whisper model on this computer: far fewer words wrong, no audio leaves it (get one under Model below)'],
       ['openai', 'Server', 'an OpenAI-compatible transcription server (a local Whisper server, or a cloud service)'],
     ] as const) {
       const radio = h('input', { type: 'radio', name: 'audio-engine', value: id, id: `audio-engine-${id}` });
@@ -208,6 +222,8 @@ export class AudioSettings {
       this.paintDraftNotice();
     });
     this.model.addEventListener('input', () => this.touch('model'));
+    this.language = input('audio-language', { type: 'text', name: 'language', placeholder: 'auto', maxlength: '8' });
+    this.language.addEventListener('input', () => this.touch('language'));
     this.apiKey.addEventListener('input', () => this.touch('api_key'));
     this.keyRemove = h('button', { class: 'btn btn-small', type: 'button', id: 'audio-key-remove' }, 'Remove saved key');
     this.keyRemove.addEventListener('click', () => void this.removeKey());
@@ -215,13 +231,26 @@ export class AudioSettings {
       'div',
       { id: 'audio-openai-fields' },
       row('Server', 'audio-base-url', this.baseUrl, hint('audio-base-url-hint', 'Its address; the app posts each turn to {address}/v1/audio/transcriptions.'), err('base_url')),
-      row('Model', 'audio-model', this.model, hint('audio-model-hint', 'The model the server should use.'), err('model')),
       row(
         'API key',
         'audio-api-key',
         h('div', { class: 'inline-field' }, this.apiKey, this.keyState, this.keyRemove),
         hint('audio-api-key-hint', 'Optional; sent as a bearer token. Write-only: saved on this computer, never shown again.'),
         err('api_key'),
+      ),
+    );
+
+    this.modelHint = hint('audio-model-hint', 'The model the server should use.');
+    this.modelRow = row('Model', 'audio-model', this.model, this.modelHint, err('model'));
+    this.whisperFields = h(
+      'div',
+      { id: 'audio-whisper-fields' },
+      row(
+        'Language',
+        'audio-language',
+        this.language,
+        hint('audio-language-hint', '“auto” finds the language of each turn (with a multilingual model); a code such as de or fr forces one. English-only models (.en) hear English.'),
+        err('language'),
       ),
     );
 
@@ -255,6 +284,8 @@ export class AudioSettings {
         ),
       ),
       this.openaiFields,
+      this.modelRow,
+      this.whisperFields,
       row('Your name', 'audio-you-label', this.youLabel, hint('audio-you-label-hint', 'The speaker of what your microphone hears.'), err('you_label')),
       row('Their name', 'audio-them-label', this.themLabel, hint('audio-them-label-hint', 'The speaker of what the call’s audio carries.'), err('them_label')),
       h('div', { class: 'form-actions' }, this.saveBtn, this.engineTestBtn),
@@ -356,7 +387,7 @@ export class AudioSettings {
     this.a = a;
     this.unavailable = unavailable;
     this.paint();
-    if (a) void this.speakers.refresh();
+    if (a) this.speakers.show(a);
   }
 
   /** The latest levels (null: none coming). */
@@ -446,10 +477,11 @@ export class AudioSettings {
 
     // Engine.
     const e = a?.engine;
-    if (!this.dirty.has('engine')) for (const [id, i] of this.engineInputs) i.checked = id === (e?.kind === 'openai' ? 'openai' : 'builtin');
+    if (!this.dirty.has('engine')) for (const [id, i] of this.engineInputs) i.checked = id === savedKind(e?.kind);
     if (!this.dirty.has('base_url')) this.baseUrl.value = e?.base_url ?? '';
     if (!this.dirty.has('model')) this.model.value = e?.model ?? '';
     if (!this.dirty.has('api_key')) this.apiKey.value = '';
+    if (!this.dirty.has('language')) this.language.value = e?.kind === 'whisper' ? (e.language ?? 'auto') : 'auto';
     const keySaved = e?.kind === 'openai' && e.api_key_set;
     this.keyState.textContent = keySaved ? 'a key is saved' : 'no key saved';
     this.keyState.className = `chip ${keySaved ? 'chip-ok' : 'chip-muted'}`;
@@ -471,7 +503,7 @@ export class AudioSettings {
     if (!this.dirty.has('you_label')) this.youLabel.value = a?.you_label ?? '';
     if (!this.dirty.has('them_label')) this.themLabel.value = a?.them_label ?? '';
     const off = !a || this.busy;
-    for (const el of [this.baseUrl, this.model, this.apiKey, this.youLabel, this.themLabel, ...this.engineInputs.values()]) el.disabled = off;
+    for (const el of [this.baseUrl, this.model, this.apiKey, this.language, this.youLabel, this.themLabel, ...this.engineInputs.values()]) el.disabled = off;
     this.saveBtn.disabled = off;
     this.engineTestBtn.disabled = off;
     this.keyRemove.disabled = off;
@@ -481,12 +513,19 @@ export class AudioSettings {
     return this.sources?.find((s) => s.name === name)?.description ?? name;
   }
 
-  private engineKind(): 'builtin' | 'openai' {
-    return this.engineInputs.get('openai')?.checked ? 'openai' : 'builtin';
+  private engineKind(): EngineKind {
+    for (const [id, i] of this.engineInputs) if (i.checked) return id;
+    return 'builtin';
   }
 
   private paintEngine(): void {
-    this.openaiFields.hidden = this.engineKind() !== 'openai';
+    const kind = this.engineKind();
+    this.openaiFields.hidden = kind !== 'openai';
+    this.whisperFields.hidden = kind !== 'whisper';
+    this.modelRow.hidden = kind === 'builtin';
+    this.model.placeholder = kind === 'whisper' ? 'tiny.en (a model under Model below), or a file’s path' : 'whisper-1, tiny.en, …';
+    this.modelHint.textContent =
+      kind === 'whisper' ? 'A model installed under Model below (its name, e.g. tiny.en), or the full path of a ggml model file.' : 'The model the server should use.';
     this.paintDraftNotice();
   }
 
@@ -495,7 +534,7 @@ export class AudioSettings {
     const url = this.baseUrl.value.trim();
     const saved = this.a?.engine.kind === 'openai' ? (this.a.engine.base_url ?? '') : '';
     const kind = this.engineKind();
-    const changed = kind !== (this.a?.engine.kind === 'openai' ? 'openai' : 'builtin') || (kind === 'openai' && url !== saved);
+    const changed = kind !== savedKind(this.a?.engine.kind) || (kind === 'openai' && url !== saved);
     const d = draftEngineNotice(kind, url);
     // The saved engine's notice, or the draft's words in its place until it is saved.
     this.notice.hidden = changed || !this.a?.engine.notice;
@@ -523,6 +562,7 @@ export class AudioSettings {
       base_url: this.baseUrl,
       model: this.model,
       api_key: this.apiKey,
+      language: this.language,
       you_label: this.youLabel,
       them_label: this.themLabel,
     }[f];
@@ -592,9 +632,17 @@ export class AudioSettings {
   body(): Record<string, unknown> | null {
     const b: Record<string, unknown> = {};
     let bad = false;
-    if (this.dirty.has('engine') || this.dirty.has('base_url') || this.dirty.has('model') || this.dirty.has('api_key')) {
-      if (this.engineKind() === 'builtin') b.engine = { kind: 'builtin' };
-      else {
+    if (this.dirty.has('engine') || this.dirty.has('base_url') || this.dirty.has('model') || this.dirty.has('api_key') || this.dirty.has('language')) {
+      const kind = this.engineKind();
+      if (kind === 'builtin') b.engine = { kind: 'builtin' };
+      else if (kind === 'whisper') {
+        const model = this.model.value.trim();
+        if (!model) {
+          this.setError('model', 'Enter a model: the name of one installed under Model below (e.g. tiny.en), or a model file’s path.');
+          bad = true;
+        }
+        b.engine = { kind: 'whisper', model, language: this.language.value.trim() || 'auto' };
+      } else {
         const base_url = this.baseUrl.value.trim();
         const model = this.model.value.trim();
         // Every missing field is flagged at once, not one per Save.

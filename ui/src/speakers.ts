@@ -22,7 +22,6 @@ export function normSpeakers(raw: unknown): SpeakersView | null {
 }
 
 /** How often the availability is asked again while the settings are shown (ms). */
-const REFRESH_MS = 15_000;
 
 export class SpeakersSetting {
   readonly el: HTMLElement;
@@ -30,7 +29,6 @@ export class SpeakersSetting {
   private chip = h('span', { class: 'chip chip-muted', id: 'audio-speakers-state' }, '…');
   private detail = h('p', { class: 'setting-note', id: 'audio-speakers-detail' });
   private result = h('div', { class: 'setting-status', id: 'audio-speakers-result', role: 'status', 'aria-live': 'polite' });
-  private last = 0;
 
   constructor(private actions: AudioSettingsActions) {
     this.box.setAttribute('aria-describedby', 'audio-speakers-detail');
@@ -50,13 +48,9 @@ export class SpeakersSetting {
     );
   }
 
-  /** Asks again when the last answer is older than REFRESH_MS (or `force`). */
-  async refresh(force = false): Promise<void> {
-    if (!force && Date.now() - this.last < REFRESH_MS) return;
-    this.last = Date.now();
-    const res = await this.actions.api<unknown>('GET', '/api/audio').catch(() => null);
-    const v = res && res.status === 200 ? normSpeakers(res.body) : null;
-    this.paint(v);
+  /** Shows the setting of `GET /api/audio`'s answer, which Settings → Audio already holds. */
+  show(audio: unknown): void {
+    this.paint(normSpeakers(audio));
   }
 
   private paint(v: SpeakersView | null): void {

@@ -188,9 +188,11 @@ export type AudioChannel = 'mic' | 'system';
 
 /** The speech engine as answered (never the API key itself). */
 export interface AudioEngineView {
-  kind: 'builtin' | 'openai' | string;
+  kind: 'builtin' | 'whisper' | 'openai' | string;
   base_url: string | null;
   model: string | null;
+  /** `whisper`: `auto` or the language forced (ISO 639-1). */
+  language?: string | null;
   /** `openai`: a key is saved. */
   api_key_set: boolean;
   /** The server is not on this computer: the call's audio is sent there. */

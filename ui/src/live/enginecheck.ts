@@ -62,8 +62,9 @@ export function checkSentence(c: EngineCheck, afterSave: boolean): string {
 }
 
 /** What happens to the call's audio with the engine chosen in the form (before it is saved). */
-export function draftEngineNotice(kind: 'builtin' | 'openai', url: string): { text: string; leaves: boolean } {
+export function draftEngineNotice(kind: 'builtin' | 'whisper' | 'openai', url: string): { text: string; leaves: boolean } {
   if (kind === 'builtin') return { text: 'Speech is recognised on this computer (PocketSphinx); no audio leaves it.', leaves: false };
+  if (kind === 'whisper') return { text: 'Speech is recognised on this computer by a Whisper model; no audio leaves it.', leaves: false };
   const host = hostOf(url.trim());
   if (!url.trim() || !host) return { text: 'Speech is sent to the transcription server whose address you enter below.', leaves: false };
   if (isLoopbackUrl(url.trim())) return { text: 'Speech is sent to a transcription server on this computer; no audio leaves it.', leaves: false };
