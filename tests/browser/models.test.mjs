@@ -139,6 +139,17 @@ describe('Settings → Audio → Model', { skip: reason ?? false }, () => {
     assert.match(await row('test-big').innerText(), /6\.0 MB · Many languages/);
     await page.waitForFunction(() => /3\.0 MB/.test(document.querySelector('#model-disk-used')?.textContent ?? ''), null, { timeout: 5_000 });
     await page.locator('#settings-models').screenshot({ path: shot('installed') });
+    // Use makes it the speech engine: Whisper with this model, and the engine form follows.
+    await page.locator('#model-test-tiny-use').click();
+    await page.waitForFunction(() => /now recognised by Whisper test-tiny/.test(document.querySelector('#model-status')?.textContent ?? ''), null, { timeout: 10_000 });
+    const engine = (await api(ready, 'GET', '/api/audio')).json.engine;
+    assert.equal(engine.kind, 'whisper');
+    assert.equal(engine.model, 'test-tiny');
+    await page.waitForFunction(() => document.querySelector('#audio-engine-whisper')?.checked === true, null, { timeout: 5_000 });
+    assert.equal(await page.locator('#audio-model').inputValue(), 'test-tiny');
+    assert.equal(await page.locator('#audio-whisper-fields').isVisible(), true);
+    assert.equal(await page.locator('#audio-openai-fields').isVisible(), false);
+    assert.match(await page.locator('#audio-engine-notice').innerText(), /Whisper, model test-tiny.*no audio leaves it/);
   });
 
   it('Cancel stops a download and removes what arrived', async () => {

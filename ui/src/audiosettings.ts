@@ -302,7 +302,10 @@ export class AudioSettings {
       h('div', { class: 'setting-label' }, 'New calls'),
       h('div', { class: 'setting-field' }, h('label', { class: 'mode-option', for: 'audio-listen-on-start' }, this.listenOnStart, h('span', null, 'Start listening when I start a call'))),
     );
-    this.models = new ModelSettings(actions);
+    this.models = new ModelSettings({
+      api: (m, p, b) => actions.api(m, p, b),
+      useModel: (name) => actions.audioCall('PUT', '/api/audio', { engine: { kind: 'whisper', model: name, language: 'auto' } }),
+    });
     this.speakers = new SpeakersSetting(this.actions);
     this.pipelineOnly = [this.sourceFields, newCalls, form, this.speakers.el];
     this.card = h(

@@ -13,6 +13,8 @@ import type { SwEvent } from '../types';
 
 export interface ModelsActions {
   api<T>(method: string, path: string, body?: unknown): Promise<ApiResponse<T>>;
+  /** Makes an installed model the speech engine (`PUT /api/audio`, whose answer the app keeps). */
+  useModel?(name: string): Promise<ApiResponse<unknown>>;
 }
 
 export interface ModelDownload {
@@ -194,6 +196,11 @@ export class ModelSettings {
       cancel.addEventListener('click', () => void this.cancel(m.name));
       actions.append(cancel);
     } else if (m.installed) {
+      if (this.actions.useModel) {
+        const use = h('button', { class: 'btn btn-small btn-primary', type: 'button', id: `${id}-use`, 'aria-label': `Use ${m.name} to recognise speech` }, 'Use');
+        use.addEventListener('click', () => void this.use(m.name));
+        actions.append(use);
+      }
       const del = h('button', { class: 'btn btn-small btn-danger', type: 'button', id: `${id}-delete`, 'aria-label': `Delete ${m.name}` }, 'Delete');
       del.addEventListener('click', () => void this.remove(m.name));
       actions.append(del);
@@ -244,6 +251,19 @@ export class ModelSettings {
     if (res && res.status === 202 && m) {
       m.download = res.body as ModelDownload;
       this.paintRow(m);
+    }
+  }
+
+  /** The installed model becomes the engine (Whisper, the language found per turn). */
+  private async use(name: string): Promise<void> {
+    const res = await this.actions.useModel?.(name).catch(() => null);
+    if (!res) this.status.textContent = 'The app did not answer. Try again.';
+    else if (res.status !== 200) {
+      this.status.textContent = errorText(res);
+      describeError(this.status, res);
+    } else {
+      this.status.textContent = `Speech is now recognised by Whisper ${name}, on this computer.`;
+      describeError(this.status, null);
     }
   }
 
