@@ -4,9 +4,10 @@
 ALTER TABLE sessions ADD COLUMN private INTEGER NOT NULL DEFAULT 0;
 
 -- The access log: one row per call whose data an MCP tool call returned (`tool`: the tool's
--- name; `at`: RFC 3339). Kept to the newest rows (src/mcp/log.rs trims it).
+-- name; `at`: RFC 3339). Kept to the newest rows (src/mcp/log.rs trims it). A plain rowid, as
+-- every table since 0004: the trim removes the oldest, so new ids still only grow.
 CREATE TABLE mcp_reads (
-    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    id         INTEGER PRIMARY KEY,
     session_id TEXT NOT NULL,
     tool       TEXT NOT NULL,
     at         TEXT NOT NULL
