@@ -30,7 +30,7 @@ impl LiveSpeakers {
     /// `data_dir`: the app's data dir (the model is in its `models/speakers/`).
     pub fn new(data_dir: &Path) -> LiveSpeakers {
         LiveSpeakers {
-            models_dir: data_dir.join("models").join("speakers"),
+            models_dir: crate::models::models_dir(data_dir).join("speakers"),
             embedder: Mutex::new(None),
             calls: Mutex::new(HashMap::new()),
         }

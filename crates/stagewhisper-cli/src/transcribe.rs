@@ -19,6 +19,7 @@ use stagewhisper_audio::engine::openai::{OpenAiConfig, OpenAiEngine};
 use stagewhisper_audio::engine::whisper::{self, WhisperConfig, WhisperEngine};
 use stagewhisper_audio::engine::Engine;
 use stagewhisper_audio::file::{inspect, transcribe_inspected, FileError, FileOptions, Format};
+use stagewhisper_audio::models::models_dir;
 use stagewhisper_core::app::default_data_dir;
 use stagewhisper_core::audio::check_language;
 use stagewhisper_speakers::{EmbedError, Embedder, MODEL_FILE};
@@ -84,10 +85,7 @@ fn file_error(path: &Path, e: &FileError) -> ! {
 
 /// The speaker model, loaded (`--speakers`), or exit with status 4.
 fn speaker_model(model: Option<PathBuf>, data_dir: Option<PathBuf>) -> Arc<Embedder> {
-    let models = data_dir
-        .unwrap_or_else(default_data_dir)
-        .join("models")
-        .join("speakers");
+    let models = models_dir(&data_dir.unwrap_or_else(default_data_dir)).join("speakers");
     let path = model.unwrap_or_else(|| models.join(MODEL_FILE));
     match Embedder::load(&path, Some(&models)) {
         Ok(e) => Arc::new(e),
@@ -112,9 +110,7 @@ fn whisper_engine(
     if let Err(e) = check_language(&language) {
         fail(e.code, e.message, 2);
     }
-    let models = data_dir
-        .unwrap_or_else(default_data_dir)
-        .join(whisper::MODELS_DIR);
+    let models = models_dir(&data_dir.unwrap_or_else(default_data_dir));
     let Some(model) = model.or_else(|| whisper::default_model(&models)) else {
         fail(
             "engine_unavailable",

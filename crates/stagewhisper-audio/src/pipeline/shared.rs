@@ -138,7 +138,7 @@ impl Shared {
 
     /// Where the engines' model files are (the data dir's `models/`).
     pub fn models_dir(&self) -> std::path::PathBuf {
-        self.ctx.data_dir.join(engine::whisper::MODELS_DIR)
+        crate::models::models_dir(&self.ctx.data_dir)
     }
 
     /// The current engine, built when first needed (building is quick: an engine loads its

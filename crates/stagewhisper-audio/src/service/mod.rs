@@ -84,7 +84,7 @@ impl AudioService {
         settings::default_engine(
             &mut settings,
             &settings_path,
-            &ctx.data_dir.join(crate::engine::whisper::MODELS_DIR),
+            &crate::models::models_dir(&ctx.data_dir),
         );
         let backlog = Backlog::open(&ctx.data_dir).unwrap_or_else(|e| {
             tracing::error!(error = %e, "the backlog folder cannot be used: waiting turns are kept in memory only");

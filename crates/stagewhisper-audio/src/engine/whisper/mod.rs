@@ -35,8 +35,6 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use whisper_rs::{WhisperContext, WhisperContextParameters};
 
-/// The models folder under the data dir.
-pub const MODELS_DIR: &str = "models";
 /// Overrides the CPU threads of a decode (default [`default_threads`]).
 pub const THREADS_ENV: &str = "STAGEWHISPER_WHISPER_THREADS";
 /// The models preferred as the default engine's, best first, when several are installed.
@@ -53,11 +51,6 @@ const PREFERRED: &[&str] = &[
     "tiny-q8_0",
 ];
 
-/// The file name of the model `name` in the models folder.
-pub fn model_file_name(name: &str) -> String {
-    format!("ggml-{name}.bin")
-}
-
 /// A setting's `model` that is a path rather than a name.
 fn is_path(model: &str) -> bool {
     model.contains('/') || model.ends_with(".bin")
@@ -70,7 +63,7 @@ pub fn model_path(models_dir: &Path, model: &str) -> PathBuf {
     if is_path(m) {
         PathBuf::from(m)
     } else {
-        models_dir.join(model_file_name(m))
+        models_dir.join(crate::models::file_name(m))
     }
 }
 
