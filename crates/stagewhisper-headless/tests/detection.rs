@@ -70,6 +70,19 @@ async fn wait_event(seen: &Seen, kind: &str, app: &str, from: Instant) -> (Insta
     .await
 }
 
+/// The end offer of a call started from `app`'s offer: a `call_offer_closed` with a `call_id`
+/// (the accept's own closing of the offer, without one, may arrive after `from`).
+async fn wait_end_offer(seen: &Seen, app: &str, from: Instant) -> Value {
+    wait_for(&format!("the end offer for {app}"), OFFER, || async {
+        of_type(seen, "call_offer_closed")
+            .into_iter()
+            .find(|(t, v)| *t >= from && v["app"] == app && !v["call_id"].is_null())
+            .map(|(_, v)| v)
+            .ok_or_else(|| format!("{:?}", of_type(seen, "call_offer_closed")))
+    })
+    .await
+}
+
 async fn detection(app: &App) -> Value {
     let r = app.ui().get("/api/audio/detection").await;
     assert_eq!(r.status, 200, "GET /api/audio/detection: {r}");
@@ -198,7 +211,7 @@ async fn detection_a_meeting_app_on_the_microphone_is_offered_accepted_heard_and
     // The meeting app lets go: the call is offered to end; "keep" withdraws that.
     let t2 = Instant::now();
     stop(zoom);
-    let (_, ev) = wait_event(&seen, "call_offer_closed", "zoom", t2).await;
+    let ev = wait_end_offer(&seen, "zoom", t2).await;
     assert_eq!(ev["call_id"], call.as_str(), "{ev}");
     assert!(ev.get("ends_at").is_none(), "no grace set: it waits: {ev}");
     let d = detection(&app).await;
@@ -308,7 +321,7 @@ async fn detection_never_for_this_app_survives_a_restart_and_a_grace_period_ends
     assert_eq!(r.json["session"]["title"], "Standup");
     let t3 = Instant::now();
     stop(firefox);
-    let (_, ev) = wait_event(&seen, "call_offer_closed", "Firefox", t3).await;
+    let ev = wait_end_offer(&seen, "Firefox", t3).await;
     assert_eq!(ev["call_id"], call.as_str(), "{ev}");
     assert!(is_time_micros(&ev["ends_at"]), "{ev}");
     wait_for(
