@@ -459,6 +459,12 @@ async fn detection_only_the_call_app_is_heard_not_the_music_on_the_same_output()
         )
         .await;
     assert_error(&r, 400, "invalid_field");
+    // One app's sound is no source to test on its own: a conflict with the setting, not a 5xx.
+    let r = app
+        .ui()
+        .post("/api/audio/test", &json!({"channel": "system"}))
+        .await;
+    assert_error(&r, 409, "app_only");
     let r = app.ui().post("/api/calls", &json!({"listen": true})).await;
     assert_eq!(r.status, 201, "{r}");
     let call = r.json["session_id"].as_str().unwrap().to_string();

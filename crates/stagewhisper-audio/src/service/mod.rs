@@ -415,6 +415,19 @@ impl Ears for AudioService {
                     ),
                 ));
             }
+            // One application's sound is not a source to record on its own: it is heard only
+            // while a call listens (it follows the app's streams).
+            if let stagewhisper_core::audio::SourceChoice::App(app) = &choice {
+                return Err(AudioError {
+                    status: 409,
+                    code: "app_only",
+                    message: format!(
+                        "{} is set to hear only “{app}”, which is heard while a call listens: \
+                         choose a device for the test",
+                        capitalise(channel_words(channel))
+                    ),
+                });
+            }
             let list = self.list().await?;
             let src = capture::resolve(channel, &choice, &list).map_err(|why| AudioError {
                 status: 503,

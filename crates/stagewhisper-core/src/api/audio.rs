@@ -133,7 +133,7 @@ async fn stop_listening(State(api): St, Param(id): Param) -> ApiResult {
     request_body(content = AudioTest, description = "optional"),
     responses((status = 200, body = AudioTestResult),
         (status = 400, body = ErrorDoc, description = "`invalid_field`; `channel_off`: that channel has no source"),
-        (status = 409, body = ErrorDoc, description = "`listening`: a call is being listened to (what the test records would go into its transcript)"),
+        (status = 409, body = ErrorDoc, description = "`listening`: a call is being listened to (what the test records would go into its transcript); `app_only`: the channel hears one application's sound, which only a listening call records"),
         (status = 502, body = ErrorDoc, description = "`engine_failed`: the engine did not answer (the message says why)"),
         (status = 503, body = ErrorDoc, description = "`audio_unavailable`, `source_unavailable`")))]
 async fn test(State(api): St, JsonBody(b): JsonBody<AudioTest>) -> ApiResult {
