@@ -520,6 +520,14 @@ def part_webdriver(binary, env, tmp, procs, artifacts):
         if "ok" not in r or r["ok"].get("status") != 201:
             raise Fail(f"invoke api POST /api/calls: {r}")
         sid = r["ok"]["body"]["session_id"]
+        # A new call opens on the Call tab (transcript and insights); the call's chat, where the
+        # assistant's message lands, is one click away.
+        wait_for(
+            "the Call tab to open for the new call",
+            lambda: wd.js("return document.getElementById('tab-call')?.getAttribute('aria-selected') === 'true'"),
+            20,
+        )
+        wd.js("document.getElementById('tab-chat').click(); return true")
 
         text = f"WebDriver {uuid.uuid4().hex[:8]}: mention the pilot discount."
         if text in wd.js("return document.body.innerText"):

@@ -53,6 +53,7 @@ function normEngineView(raw: unknown): AudioEngineView {
     api_key_set: e.api_key_set === true,
     leaves_machine: e.leaves_machine === true,
     notice: str(e.notice) ?? '',
+    language: str(e.language),
   };
 }
 
@@ -89,6 +90,10 @@ export function normAudio(raw: unknown): Audio | null {
     you_label: str(raw.you_label) ?? 'You',
     them_label: str(raw.them_label) ?? 'Them',
     status,
+    speakers:
+      isObj(raw.speakers) && typeof raw.speakers.enabled === 'boolean' && typeof raw.speakers.available === 'boolean'
+        ? { enabled: raw.speakers.enabled, available: raw.speakers.available, detail: str(raw.speakers.detail) ?? '' }
+        : null,
   };
 }
 

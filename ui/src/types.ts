@@ -230,6 +230,8 @@ export interface Audio {
   you_label: string;
   them_label: string;
   status: AudioStatus;
+  /** Telling the call's speakers apart: the setting and whether it can run here (`null`: an older core). */
+  speakers?: { enabled: boolean; available: boolean; detail: string } | null;
 }
 
 /** The two channels' levels (0–1 peaks; `null`: the channel is off). */
