@@ -457,6 +457,8 @@ def part_links(binary, env, tmp, procs, calls_path, hub_bin):
             raise Fail(f"the overlay's message is not in the call: {r}")
         log("   overlay page: insight from a callback in its DOM, message sent from its input: ok")
         wd.call("POST", f"/session/{wd.session}/window", {"handle": main_handle})
+        # The main window shows the call on its Call tab; the link is a chat message, a click away.
+        wd.js("document.getElementById('tab-chat').click(); return true")
 
         w.wait_for("the link in the chat", lambda: wd.js("return !!document.querySelector('a.md-link')"), 20)
         before = wd.js("return location.href")
