@@ -13,8 +13,7 @@ import { describeError, errorText } from './errors';
 import { renderInline } from './markdown';
 import { Store, type Conversation } from './store';
 import type { ApiResponse, StreamState, Subscription, Transport } from './transport';
-import { deliveryView } from './store';
-import type { Insight, Message, Session, Typing } from './types';
+import type { Insight, Session, Typing } from './types';
 import { lastExchanges, replyWho } from './live/exchange';
 import { assistantProblem, audioProblems, ProblemList } from './live/status';
 import { messagesPath } from './window';
@@ -23,40 +22,6 @@ import { messagesPath } from './window';
 export const OVERLAY_INSIGHTS = 5;
 /** Questions asked in the overlay shown with their answers (the newest). */
 export const OVERLAY_QUESTIONS = 2;
-
-/** One question asked in the overlay and what came back for it. */
-export interface OverlayExchange {
-  question: Message;
-  /** The assistant's answer, its errors and notes, in order (a draft while it is written). */
-  replies: Message[];
-  /** Why nothing came back yet, in plain words (delivery trouble), else null. */
-  waiting: string | null;
-}
-
-/**
- * The overlay's thread: the questions it sent (by `message_id`), newest last, each with the
- * messages that answer it (`user_message_id`). Everything comes from the store the events fill.
- */
-export function overlayThread(messages: Message[], asked: readonly string[]): OverlayExchange[] {
-  const mine = new Set(asked);
-  const out: OverlayExchange[] = [];
-  const byId = new Map<string, OverlayExchange>();
-  for (const m of messages) {
-    if (m.kind === 'user' && m.message_id && mine.has(m.message_id)) {
-      const d = deliveryView(m);
-      const x: OverlayExchange = {
-        question: m,
-        replies: [],
-        waiting: d.state === 'failed' ? `Not delivered: ${d.note}` : d.state === 'sending' ? d.note : null,
-      };
-      out.push(x);
-      byId.set(m.message_id, x);
-    } else if (m.kind !== 'user' && m.user_message_id && byId.has(m.user_message_id)) {
-      byId.get(m.user_message_id)!.replies.push(m);
-    }
-  }
-  return out.slice(-OVERLAY_QUESTIONS);
-}
 
 /** What the overlay's window chrome can do (the desktop app's commands, or the browser's). */
 export interface OverlayChrome {

@@ -3,7 +3,8 @@
 
 import { describe, expect, it } from 'vitest';
 import { errorText, plainError } from '../src/errors';
-import { overlayThread } from '../src/overlay';
+import { lastExchanges } from '../src/live/exchange';
+import { OVERLAY_QUESTIONS } from '../src/overlay';
 import { plainSnippet } from '../src/search';
 import type { Message } from '../src/types';
 
@@ -53,7 +54,7 @@ describe('search snippets without markdown marks', () => {
   });
 });
 
-describe("the overlay's thread", () => {
+describe("the overlay's questions", () => {
   const msg = (over: Partial<Message>): Message =>
     ({
       id: 1,
@@ -81,10 +82,14 @@ describe("the overlay's thread", () => {
       msg({ id: 4, kind: 'error', text: 'the tool failed', user_message_id: 'a' }),
       msg({ id: 5, kind: 'user', text: 'q2', message_id: 'b', delivery: 'pending', delivery_error: { code: 'assistant_unreachable', message: 'Cannot connect' } }),
     ];
-    const t = overlayThread(list, ['a', 'b']);
-    expect(t.map((x) => x.question.text)).toEqual(['q1', 'q2']);
+    // The overlay shows the call's newest questions, wherever they were asked.
+    const shown = lastExchanges(list, OVERLAY_QUESTIONS);
+    expect(shown.map((x) => x.question.text)).toEqual(['from the main window', 'q2']);
+    expect(shown[1].waiting).toMatch(/^Not delivered yet: Cannot connect/);
+    const t = lastExchanges(list, 3);
+    expect(t.map((x) => x.question.text)).toEqual(['q1', 'from the main window', 'q2']);
     expect(t[0].replies.map((r) => r.text)).toEqual(['answer 1', 'the tool failed']);
     expect(t[0].waiting).toBeNull();
-    expect(t[1].waiting).toMatch(/^Not delivered yet: Cannot connect/);
+    expect(t[1].replies).toEqual([]);
   });
 });
