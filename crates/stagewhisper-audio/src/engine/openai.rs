@@ -19,12 +19,17 @@
 //!   pause while the server answers slower than [`PartialPolicy::max_latency_ratio`] × the
 //!   audio it was sent, and stop for the turn after one fails.
 //!
-//! The HTTP client is async (reqwest) on a small runtime of the engine's own (one worker
-//! thread): callers still see a blocking engine, and an abandoned partial can really be
-//! cancelled.
+//! The HTTP client is the app's shared set-up (`stagewhisper_core::net::http::https_builder`:
+//! the app's TLS roots, no proxy, no redirects, the connect timeout) and its requests run on the
+//! runtime the app's blocking callers share (`stagewhisper_core::net::blocking`): callers still
+//! see a blocking engine, and an abandoned partial can really be cancelled. Unlike the app's
+//! other clients it keeps its connections open between requests: a partial every
+//! [`PartialPolicy::interval`] to the same server would otherwise pay a new TCP (and TLS)
+//! handshake each time.
 
 use super::{Engine, EngineError, EngineErrorKind, Utterance};
 use crate::pcm;
+use stagewhisper_core::net::{blocking, http as nethttp};
 use std::fmt;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -109,35 +114,19 @@ impl fmt::Debug for OpenAiConfig {
     }
 }
 
-/// The engine's runtime, shut down without waiting when the engine goes (which may happen on
-/// an async worker thread, where a blocking shutdown is not allowed).
-struct Runtime(Option<tokio::runtime::Runtime>);
-
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        if let Some(rt) = self.0.take() {
-            rt.shutdown_background();
-        }
-    }
-}
+/// Idle connections kept per server (a partial and the final may overlap by one request).
+const IDLE_CONNECTIONS: usize = 2;
 
 struct Shared {
     cfg: OpenAiConfig,
     url: reqwest::Url,
     client: reqwest::Client,
-    rt: Runtime,
+    /// The shared runtime of the app's blocking callers.
+    rt: tokio::runtime::Handle,
 }
 
 impl Shared {
-    fn handle(&self) -> &tokio::runtime::Handle {
-        self.rt
-            .0
-            .as_ref()
-            .expect("the runtime lives as long as the engine")
-            .handle()
-    }
-
-    /// Starts a transcription of `samples` on the engine's runtime; its answer comes on the
+    /// Starts a transcription of `samples` on the shared runtime; its answer comes on the
     /// returned channel.
     fn spawn(
         self: &Arc<Self>,
@@ -150,7 +139,7 @@ impl Shared {
         let audio_ms = samples.len() as u64 * 1000 / pcm::RATE as u64;
         let wav = pcm::wav_bytes(samples);
         let me = self.clone();
-        let task = self.handle().spawn(async move {
+        let task = self.rt.spawn(async move {
             let _ = tx.send(me.transcribe(wav, audio_ms).await);
         });
         (rx, task.abort_handle())
@@ -354,23 +343,21 @@ impl OpenAiEngine {
             cfg.base_url.trim_end_matches('/')
         ))
         .map_err(|e| bad(&e.to_string()))?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("sw-openai")
-            .enable_all()
-            .build()
-            .map_err(|e| EngineError::unavailable(format!("cannot start the HTTP client: {e}")))?;
-        let client = reqwest::Client::builder()
-            .connect_timeout(cfg.connect_timeout)
+        let unavailable = |e: &dyn fmt::Display| {
+            EngineError::unavailable(format!("cannot start the HTTP client: {e}"))
+        };
+        let rt = blocking::handle().map_err(|e| unavailable(&e))?;
+        let client = nethttp::https_builder(cfg.connect_timeout)
+            .pool_max_idle_per_host(IDLE_CONNECTIONS)
             .user_agent(concat!("stagewhisper/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| EngineError::unavailable(format!("cannot start the HTTP client: {e}")))?;
+            .map_err(|e| unavailable(&e))?;
         Ok(OpenAiEngine {
             shared: Arc::new(Shared {
                 cfg,
                 url,
                 client,
-                rt: Runtime(Some(rt)),
+                rt,
             }),
         })
     }
@@ -573,7 +560,7 @@ mod tests {
             e.shared.url.as_str(),
             "https://h.example/api/v1/audio/transcriptions"
         );
-        // Dropped on an async worker thread: no panic (the runtime shuts down in the background).
+        // Dropped on an async worker thread: no panic (the shared runtime is never dropped).
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();

@@ -1,4 +1,8 @@
 //! One model download, blocking (run it on a thread of its own, never on the async workers).
+//! Its requests go out through the app's shared HTTP set-up (`stagewhisper_core::net::http`:
+//! the app's TLS roots, no proxy, the timeouts below; redirects followed, as download hosts
+//! send them to their storage) on the runtime the blocking callers share
+//! (`stagewhisper_core::net::blocking`).
 //!
 //! - The bytes go to `<file>.part` beside the target, locked for the download's time (a second
 //!   download of the same file, in the app or the command line, is `download_in_progress`).
@@ -18,7 +22,7 @@
 use super::{check_space, disk_full, mib, CatalogEntry, ModelError};
 use sha2::{Digest, Sha256};
 use stagewhisper_core::models::{state, DownloadView};
-use stagewhisper_core::net::http as nethttp;
+use stagewhisper_core::net::{blocking, http as nethttp};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -227,11 +231,7 @@ fn fetch_all(
     }
     check_space(dir, entry.size - part.have)?;
     hash_existing(&mut part)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| ModelError::new(500, "download_failed", e.to_string()))?;
-    let client = nethttp::builder(opts.connect_timeout)
+    let client = nethttp::https_builder(opts.connect_timeout)
         .redirect(reqwest::redirect::Policy::limited(10))
         .read_timeout(opts.read_timeout)
         .user_agent(concat!("stagewhisper/", env!("CARGO_PKG_VERSION")))
@@ -242,7 +242,8 @@ fn fetch_all(
     while part.have < entry.size {
         let before = part.have;
         attempts += 1;
-        let outcome = rt.block_on(attempt(&client, entry, &mut part, stop, opts, progress));
+        let outcome = blocking::block_on(attempt(&client, entry, &mut part, stop, opts, progress))
+            .map_err(|e| ModelError::new(500, "download_failed", e.to_string()))?;
         match outcome {
             Ok(()) => failures = 0,
             Err(Attempt::Fatal(e)) => return Err(e),

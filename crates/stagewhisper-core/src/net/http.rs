@@ -1,6 +1,8 @@
 //! The one set-up of the app's outgoing HTTP requests (reqwest on hyper): the loopback
 //! assistant's client ([`crate::links::client`]), the probe through a tunnel's public origin
-//! ([`crate::tunnel::external`]) and the clawborrator hub's REST reads ([`crate::hub`]).
+//! ([`crate::tunnel::external`]), the clawborrator hub's REST reads ([`crate::hub`]), and in
+//! the audio crate the OpenAI-compatible speech engine and the model downloads (on the shared
+//! runtime of [`crate::net::blocking`]).
 //!
 //! Every request goes out on a fresh HTTP/1.1 connection (a handful of requests a minute needs
 //! no pool), straight to its host (no proxy from the environment: the loopback assistant and
@@ -25,6 +27,15 @@ pub fn builder(connect: Duration) -> reqwest::ClientBuilder {
         .retry(reqwest::retry::never())
         .pool_max_idle_per_host(0)
         .tcp_nodelay(true)
+}
+
+/// [`builder`] for a client that may also reach `https` servers anywhere (a cloud speech
+/// server, a model's download host): the app's TLS set-up, the operating system's root
+/// certificates on ring ([`crate::net::connect::app_client_config`]), as every other TLS
+/// connection of the app has.
+pub fn https_builder(connect: Duration) -> reqwest::ClientBuilder {
+    builder(connect)
+        .use_preconfigured_tls(crate::net::connect::app_client_config().as_ref().clone())
 }
 
 /// What went wrong, in the words of the layer that failed: hyper's own message when the HTTP
