@@ -177,18 +177,18 @@ export class AssistantSettings {
   /** The one next step (the status card's last line). */
   private next = h('p', { class: 'assistant-next', id: 'assistant-next', hidden: true });
   private checked = h('p', { class: 'setting-note assistant-checked' });
-  private baseUrl: HTMLInputElement;
-  private token: HTMLInputElement;
+  private baseUrl!: HTMLInputElement;
+  private token!: HTMLInputElement;
   private tokenState = h('span', { class: 'chip chip-muted', id: 'assistant-token-state' }, 'not set');
   private modeInputs = new Map<string, HTMLInputElement>();
-  private prelude: HTMLTextAreaElement;
+  private prelude!: HTMLTextAreaElement;
   private preludeState = h('span', { class: 'setting-note', id: 'assistant-prelude-state' });
   private defaultPrelude = h('pre', { class: 'prelude-default', id: 'assistant-default-prelude' });
   private errors = new Map<Field, HTMLElement>();
-  private saveBtn: HTMLButtonElement;
-  private testBtn: HTMLButtonElement;
-  private removeBtn: HTMLButtonElement;
-  private confirmBox: HTMLElement;
+  private saveBtn!: HTMLButtonElement;
+  private testBtn!: HTMLButtonElement;
+  private removeBtn!: HTMLButtonElement;
+  private confirmBox!: HTMLElement;
   private result = h('div', { class: 'setting-status assistant-result', id: 'assistant-result', role: 'status', 'aria-live': 'polite' });
   private infoDelivery = h('span', { id: 'assistant-delivery' });
   private infoEvents = h('span', { id: 'assistant-events' });
@@ -219,143 +219,11 @@ export class AssistantSettings {
     this.claw = new ClawborratorForm(actions);
     this.gateway = new GatewaySettings(actions);
     this.byo = new ByoSettings(actions);
-    const err = (f: Field) => {
-      const el = h('div', { class: 'field-error', id: `assistant-${f.replace('_', '-')}-error`, hidden: true });
-      this.errors.set(f, el);
-      return el;
-    };
-
-    this.baseUrl = h('input', {
-      class: 'field-input',
-      type: 'url',
-      id: 'assistant-base-url',
-      name: 'base_url',
-      placeholder: 'http://127.0.0.1:8644',
-      autocomplete: 'off',
-      spellcheck: 'false',
-      'aria-describedby': 'assistant-base-url-hint assistant-base-url-error',
-    });
-    this.token = h('input', {
-      class: 'field-input',
-      type: 'password',
-      id: 'assistant-relay-token',
-      name: 'relay_token',
-      autocomplete: 'new-password',
-      spellcheck: 'false',
-      'aria-describedby': 'assistant-token-state assistant-relay-token-hint assistant-relay-token-error',
-    });
-    this.prelude = h('textarea', {
-      class: 'field-input prelude-input',
-      id: 'assistant-prelude',
-      name: 'prelude',
-      rows: 5,
-      spellcheck: 'true',
-      'aria-describedby': 'assistant-prelude-hint assistant-prelude-state assistant-prelude-error',
-    });
-    this.baseUrl.addEventListener('input', () => this.touch('base_url'));
-    this.token.addEventListener('input', () => this.touch('relay_token'));
-    this.prelude.addEventListener('input', () => {
-      this.preludeReset = false;
-      this.touch('prelude');
-      this.paintPreludeState();
-    });
-
-    const modeGroup = h('div', { class: 'mode-options' });
-    for (const m of MODES) {
-      const input = h('input', { type: 'radio', name: 'assistant-mode', value: m.id, id: `assistant-mode-${m.id}` });
-      input.addEventListener('change', () => this.touch('mode'));
-      this.modeInputs.set(m.id, input);
-      modeGroup.append(
-        h('label', { class: 'mode-option', for: `assistant-mode-${m.id}` }, input, h('span', { class: 'mode-name' }, m.label), h('span', { class: 'mode-hint' }, m.hint)),
-      );
-    }
-
-    const resetBtn = h('button', { class: 'btn btn-small', type: 'button', id: 'assistant-prelude-reset' }, 'Reset to default');
-    resetBtn.addEventListener('click', () => {
-      this.prelude.value = this.a?.default_prelude ?? '';
-      this.preludeReset = true;
-      this.touch('prelude');
-      this.paintPreludeState();
-    });
-
-    this.saveBtn = h('button', { class: 'btn btn-primary', type: 'submit', id: 'assistant-save' }, 'Save');
-    this.testBtn = h('button', { class: 'btn', type: 'button', id: 'assistant-test' }, 'Test connection');
-    this.removeBtn = h('button', { class: 'btn btn-danger', type: 'button', id: 'assistant-remove', 'aria-expanded': 'false' }, 'Remove…');
-    this.testBtn.addEventListener('click', () => void this.test());
-    const confirmRemove = h('button', { class: 'btn btn-danger', type: 'button', id: 'assistant-confirm-remove' }, 'Remove the link');
-    const cancelRemove = h('button', { class: 'btn', type: 'button' }, 'Cancel');
-    this.confirmBox = h(
-      'div',
-      { class: 'confirm', role: 'group', 'aria-label': 'Confirm removing the assistant link', hidden: true },
-      h('p', null, 'Remove the assistant link? The base URL, mode and prelude are forgotten and the saved relay token is deleted. Messages not yet delivered wait until a link is set up again.'),
-      h('div', { class: 'confirm-actions' }, confirmRemove, cancelRemove),
-    );
-    this.removeBtn.addEventListener('click', () => this.askRemove(true));
-    cancelRemove.addEventListener('click', () => this.askRemove(false));
-    this.confirmBox.addEventListener('keydown', (e) => {
-      if (e.key === 'Escape') this.askRemove(false);
-    });
-    confirmRemove.addEventListener('click', () => void this.remove());
-
-    const row = (label: string, forId: string | null, ...field: (HTMLElement | null)[]) =>
-      h(
-        'div',
-        { class: 'setting-row setting-row-top' },
-        forId ? h('label', { class: 'setting-label', for: forId }, label) : h('div', { class: 'setting-label' }, label),
-        h('div', { class: 'setting-field setting-field-col' }, ...field),
-      );
-    const hint = (id: string, text: string) => h('div', { class: 'setting-note', id }, text);
-
-    const form = (this.form = h(
-      'form',
-      { class: 'assistant-form', id: 'assistant-form', novalidate: true, 'aria-label': 'Assistant link settings' },
-      row(
-        'Base URL',
-        'assistant-base-url',
-        this.baseUrl,
-        hint('assistant-base-url-hint', 'Where the assistant listens (Hermes adapter, OpenClaw channel). Loopback only — 127.0.0.1, ::1 or localhost — because the relay token travels in clear text.'),
-        err('base_url'),
-      ),
-      row(
-        'Relay token',
-        'assistant-relay-token',
-        h('div', { class: 'inline-field' }, this.token, this.tokenState),
-        hint('assistant-relay-token-hint', 'The token the assistant expects (Hermes: STAGEWHISPER_RELAY_TOKEN; OpenClaw: httpToken). Write-only: it is never shown again.'),
-        err('relay_token'),
-      ),
-      // Rarely changed: folded under "Advanced" (opened by itself when one of them is refused).
-      (this.advanced = h(
-        'details',
-        { class: 'advanced', id: 'assistant-advanced' },
-        h('summary', null, 'Advanced: how replies come back, the coaching prelude'),
-      h(
-        'div',
-        { class: 'setting-row setting-row-top' },
-        h('div', { class: 'setting-label', id: 'assistant-mode-label' }, 'Replies'),
-        h(
-          'div',
-          { class: 'setting-field setting-field-col' },
-          h('div', { role: 'radiogroup', 'aria-labelledby': 'assistant-mode-label', 'aria-describedby': 'assistant-mode-error' }, modeGroup),
-          err('mode'),
-        ),
-      ),
-      row(
-        'Prelude',
-        'assistant-prelude',
-        this.prelude,
-        h('div', { class: 'inline-field' }, resetBtn, this.preludeState),
-        hint('assistant-prelude-hint', 'Sent to the assistant when a call starts, before its transcript. {title} is replaced by the call’s title.'),
-        h('details', { class: 'prelude-details' }, h('summary', null, 'Show the default prelude'), this.defaultPrelude),
-        err('prelude'),
-      ),
-      )),
-      h('div', { class: 'form-actions' }, this.saveBtn, this.testBtn, this.removeBtn),
-      this.confirmBox,
-    ));
-    form.addEventListener('submit', (e) => {
-      e.preventDefault();
-      void this.save();
-    });
+    this.buildInputs();
+    const modeGroup = this.buildModes();
+    const resetBtn = this.buildReset();
+    this.buildButtons();
+    const form = this.buildForm(modeGroup, resetBtn);
 
     const info = (label: string, value: HTMLElement, ...extra: HTMLElement[]) =>
       h('div', { class: 'setting-row' }, h('div', { class: 'setting-label' }, label), h('div', { class: 'setting-field' }, value, ...extra));
@@ -399,6 +267,163 @@ export class AssistantSettings {
       )),
     );
     this.render(null);
+  }
+
+  /** The error line under field `f` (remembered, to show what the API refused). */
+  private err(f: Field): HTMLElement {
+      const el = h('div', { class: 'field-error', id: `assistant-${f.replace('_', '-')}-error`, hidden: true });
+      this.errors.set(f, el);
+      return el;
+  }
+
+  /** The base URL, relay token and prelude inputs. */
+  private buildInputs(): void {
+    this.baseUrl = h('input', {
+      class: 'field-input',
+      type: 'url',
+      id: 'assistant-base-url',
+      name: 'base_url',
+      placeholder: 'http://127.0.0.1:8644',
+      autocomplete: 'off',
+      spellcheck: 'false',
+      'aria-describedby': 'assistant-base-url-hint assistant-base-url-error',
+    });
+    this.token = h('input', {
+      class: 'field-input',
+      type: 'password',
+      id: 'assistant-relay-token',
+      name: 'relay_token',
+      autocomplete: 'new-password',
+      spellcheck: 'false',
+      'aria-describedby': 'assistant-token-state assistant-relay-token-hint assistant-relay-token-error',
+    });
+    this.prelude = h('textarea', {
+      class: 'field-input prelude-input',
+      id: 'assistant-prelude',
+      name: 'prelude',
+      rows: 5,
+      spellcheck: 'true',
+      'aria-describedby': 'assistant-prelude-hint assistant-prelude-state assistant-prelude-error',
+    });
+    this.baseUrl.addEventListener('input', () => this.touch('base_url'));
+    this.token.addEventListener('input', () => this.touch('relay_token'));
+    this.prelude.addEventListener('input', () => {
+      this.preludeReset = false;
+      this.touch('prelude');
+      this.paintPreludeState();
+    });
+  }
+
+  /** The replies mode radio group. */
+  private buildModes(): HTMLElement {
+    const modeGroup = h('div', { class: 'mode-options' });
+    for (const m of MODES) {
+      const input = h('input', { type: 'radio', name: 'assistant-mode', value: m.id, id: `assistant-mode-${m.id}` });
+      input.addEventListener('change', () => this.touch('mode'));
+      this.modeInputs.set(m.id, input);
+      modeGroup.append(
+        h('label', { class: 'mode-option', for: `assistant-mode-${m.id}` }, input, h('span', { class: 'mode-name' }, m.label), h('span', { class: 'mode-hint' }, m.hint)),
+      );
+    }
+    return modeGroup;
+  }
+
+  /** "Reset to default" of the prelude. */
+  private buildReset(): HTMLElement {
+    const resetBtn = h('button', { class: 'btn btn-small', type: 'button', id: 'assistant-prelude-reset' }, 'Reset to default');
+    resetBtn.addEventListener('click', () => {
+      this.prelude.value = this.a?.default_prelude ?? '';
+      this.preludeReset = true;
+      this.touch('prelude');
+      this.paintPreludeState();
+    });
+    return resetBtn;
+  }
+
+  /** Save, Test connection, Remove… and its confirmation. */
+  private buildButtons(): void {
+    this.saveBtn = h('button', { class: 'btn btn-primary', type: 'submit', id: 'assistant-save' }, 'Save');
+    this.testBtn = h('button', { class: 'btn', type: 'button', id: 'assistant-test' }, 'Test connection');
+    this.removeBtn = h('button', { class: 'btn btn-danger', type: 'button', id: 'assistant-remove', 'aria-expanded': 'false' }, 'Remove…');
+    this.testBtn.addEventListener('click', () => void this.test());
+    const confirmRemove = h('button', { class: 'btn btn-danger', type: 'button', id: 'assistant-confirm-remove' }, 'Remove the link');
+    const cancelRemove = h('button', { class: 'btn', type: 'button' }, 'Cancel');
+    this.confirmBox = h(
+      'div',
+      { class: 'confirm', role: 'group', 'aria-label': 'Confirm removing the assistant link', hidden: true },
+      h('p', null, 'Remove the assistant link? The base URL, mode and prelude are forgotten and the saved relay token is deleted. Messages not yet delivered wait until a link is set up again.'),
+      h('div', { class: 'confirm-actions' }, confirmRemove, cancelRemove),
+    );
+    this.removeBtn.addEventListener('click', () => this.askRemove(true));
+    cancelRemove.addEventListener('click', () => this.askRemove(false));
+    this.confirmBox.addEventListener('keydown', (e) => {
+      if (e.key === 'Escape') this.askRemove(false);
+    });
+    confirmRemove.addEventListener('click', () => void this.remove());
+  }
+
+  /** The form (base URL, relay token, Advanced: replies and prelude; the buttons). */
+  private buildForm(modeGroup: HTMLElement, resetBtn: HTMLElement): HTMLFormElement {
+    const row = (label: string, forId: string | null, ...field: (HTMLElement | null)[]) =>
+      h(
+        'div',
+        { class: 'setting-row setting-row-top' },
+        forId ? h('label', { class: 'setting-label', for: forId }, label) : h('div', { class: 'setting-label' }, label),
+        h('div', { class: 'setting-field setting-field-col' }, ...field),
+      );
+    const hint = (id: string, text: string) => h('div', { class: 'setting-note', id }, text);
+
+    const form = (this.form = h(
+      'form',
+      { class: 'assistant-form', id: 'assistant-form', novalidate: true, 'aria-label': 'Assistant link settings' },
+      row(
+        'Base URL',
+        'assistant-base-url',
+        this.baseUrl,
+        hint('assistant-base-url-hint', 'Where the assistant listens (Hermes adapter, OpenClaw channel). Loopback only — 127.0.0.1, ::1 or localhost — because the relay token travels in clear text.'),
+        this.err('base_url'),
+      ),
+      row(
+        'Relay token',
+        'assistant-relay-token',
+        h('div', { class: 'inline-field' }, this.token, this.tokenState),
+        hint('assistant-relay-token-hint', 'The token the assistant expects (Hermes: STAGEWHISPER_RELAY_TOKEN; OpenClaw: httpToken). Write-only: it is never shown again.'),
+        this.err('relay_token'),
+      ),
+      // Rarely changed: folded under "Advanced" (opened by itself when one of them is refused).
+      (this.advanced = h(
+        'details',
+        { class: 'advanced', id: 'assistant-advanced' },
+        h('summary', null, 'Advanced: how replies come back, the coaching prelude'),
+      h(
+        'div',
+        { class: 'setting-row setting-row-top' },
+        h('div', { class: 'setting-label', id: 'assistant-mode-label' }, 'Replies'),
+        h(
+          'div',
+          { class: 'setting-field setting-field-col' },
+          h('div', { role: 'radiogroup', 'aria-labelledby': 'assistant-mode-label', 'aria-describedby': 'assistant-mode-error' }, modeGroup),
+          this.err('mode'),
+        ),
+      ),
+      row(
+        'Prelude',
+        'assistant-prelude',
+        this.prelude,
+        h('div', { class: 'inline-field' }, resetBtn, this.preludeState),
+        hint('assistant-prelude-hint', 'Sent to the assistant when a call starts, before its transcript. {title} is replaced by the call’s title.'),
+        h('details', { class: 'prelude-details' }, h('summary', null, 'Show the default prelude'), this.defaultPrelude),
+        this.err('prelude'),
+      ),
+      )),
+      h('div', { class: 'form-actions' }, this.saveBtn, this.testBtn, this.removeBtn),
+      this.confirmBox,
+    ));
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      void this.save();
+    });
+    return form;
   }
 
   /** The registry from `GET /api/providers`: builds the kind picker. */

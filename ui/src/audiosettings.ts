@@ -10,23 +10,16 @@
 // the store (`store.audio`, `store.levels`). The list of sources is this card's own (read when
 // Settings opens and while it stays open).
 
-import { SpeakersSetting } from './speakers';
 import { describeError, plainError } from './errors';
 import { checkEngine, checkSentence, draftEngineNotice, plainEngineWords } from './live/enginecheck';
-import { apiError, audioErrorField, backlogText, LevelMeter, METERS_RENEW_MS, METERS_SECONDS, normSources, sourceOptions, TEST_SECONDS, type AudioField } from './audio';
+import { apiError, audioErrorField, backlogText, LevelMeter, METERS_RENEW_MS, METERS_SECONDS, normSources, sourceOptions, TEST_SECONDS } from './audio';
 import { systemBody } from './detect';
 import { h } from './dom';
-import { ModelSettings } from './settings/models';
 import type { ApiResponse } from './transport';
-import type { Audio, AudioChannel, AudioLevels, AudioSource } from './types';
+import type { Audio, AudioChannel, AudioLevels } from './types';
+import { AudioSettingsForm, savedKind, type EngineKind, type Field } from './audiosettings/form';
 
-/** The engine kinds this form offers. */
-type EngineKind = 'builtin' | 'whisper' | 'openai';
-
-/** The saved engine's kind as one of the form's (an unknown kind shows as none chosen: built-in). */
-function savedKind(kind: string | undefined): EngineKind {
-  return kind === 'openai' || kind === 'whisper' ? kind : 'builtin';
-}
+export { listenOnStart, setListenOnStart } from './audiosettings/prefs';
 
 export interface AudioSettingsActions {
   /** A request to `/api/audio` (`GET` / `PUT`) whose answer the app puts in the store. */
@@ -34,33 +27,6 @@ export interface AudioSettingsActions {
   /** Any other control API request (sources, test, meters). */
   api<T>(method: string, path: string, body?: unknown): Promise<ApiResponse<T>>;
   errorText(res: ApiResponse<unknown>): string;
-}
-
-const LISTEN_ON_START_KEY = 'stagewhisper.listen_on_start';
-
-/** Whether "Start call" also starts listening (a preference of this window; on unless turned off). */
-export function listenOnStart(storage: Storage | null = safeStorage()): boolean {
-  try {
-    return storage?.getItem(LISTEN_ON_START_KEY) !== 'off';
-  } catch {
-    return true;
-  }
-}
-
-export function setListenOnStart(on: boolean, storage: Storage | null = safeStorage()): void {
-  try {
-    storage?.setItem(LISTEN_ON_START_KEY, on ? 'on' : 'off');
-  } catch {
-    /* storage disabled: the choice lasts for this page */
-  }
-}
-
-function safeStorage(): Storage | null {
-  try {
-    return typeof localStorage === 'undefined' ? null : localStorage;
-  } catch {
-    return null;
-  }
 }
 
 const ENGINE_STATE: Record<string, string> = { ready: 'Engine ready', down: 'Engine not answering', unavailable: 'Engine cannot run here' };
@@ -86,243 +52,12 @@ export function unavailableHelp(kind: 'build' | 'server'): { title: string; step
   };
 }
 
-type Field = AudioField;
-
-export class AudioSettings {
-  readonly card: HTMLElement;
-  /** Settings → Audio → Model (settings/models.ts). */
-  readonly models: ModelSettings;
-  private a: Audio | null = null;
-  private unavailable: string | null = null;
-  /** The sources as last listed (null: not listed, see `sourcesError`). */
-  private sources: AudioSource[] | null = null;
-  private sourcesError: string | null = null;
-  private statusChip = h('span', { class: 'chip chip-muted', id: 'audio-settings-status' }, 'Loading…');
-  private statusText = h('p', { class: 'assistant-detail', id: 'audio-settings-detail' });
-  private backlog = h('p', { class: 'setting-note', id: 'audio-backlog', hidden: true });
-  private unavailableBox: HTMLElement;
-  private unavailableTitle = h('p', { class: 'audio-unavailable-title' });
-  private unavailableReason = h('p', { class: 'audio-unavailable-reason', id: 'audio-unavailable-reason' });
-  private unavailableSteps = h('ul', { class: 'audio-unavailable-steps' });
-  private retryBtn: HTMLButtonElement;
-  private selects = new Map<AudioChannel, HTMLSelectElement>();
-  private meters = new Map<AudioChannel, LevelMeter>();
-  private channelDetail = new Map<AudioChannel, HTMLElement>();
-  private testBtns = new Map<AudioChannel, HTMLButtonElement>();
-  private testResults = new Map<AudioChannel, HTMLElement>();
-  private sourceFields: HTMLElement;
-  private engineInputs = new Map<EngineKind, HTMLInputElement>();
-  private baseUrl: HTMLInputElement;
-  private model: HTMLInputElement;
-  private apiKey: HTMLInputElement;
-  private keyState = h('span', { class: 'chip chip-muted', id: 'audio-key-state' }, 'no key');
-  private keyRemove: HTMLButtonElement;
-  private openaiFields: HTMLElement;
-  /** The model row: a server's model name, or a Whisper model (a name in the models folder, or a path). */
-  private modelRow: HTMLElement;
-  private modelHint: HTMLElement;
-  private language: HTMLInputElement;
-  private whisperFields: HTMLElement;
-  private notice = h('p', { class: 'audio-notice', id: 'audio-engine-notice' });
-  private draftNotice = h('p', { class: 'audio-notice audio-leaves', id: 'audio-engine-draft-notice', hidden: true });
-  private engineState = h('p', { class: 'setting-note', id: 'audio-engine-state' });
-  private youLabel: HTMLInputElement;
-  private themLabel: HTMLInputElement;
-  private listenOnStart: HTMLInputElement;
-  /** What means nothing without an audio pipeline (the new-call preference, the engine form). */
-  private pipelineOnly: HTMLElement[] = [];
-  private errors = new Map<Field, HTMLElement>();
-  private saveBtn: HTMLButtonElement;
-  /** Tries the engine as the form says (not saved). */
-  private engineTestBtn: HTMLButtonElement;
-  private result = h('div', { class: 'setting-status assistant-result', id: 'audio-result', role: 'status', 'aria-live': 'polite' });
-  private dirty = new Set<Field>();
-  private busy = false;
-  private visible = false;
-  private renewTimer: ReturnType<typeof setTimeout> | undefined;
-  private testing: AudioChannel | null = null;
-  private speakers: SpeakersSetting;
-
-  constructor(private actions: AudioSettingsActions) {
-    const err = (f: Field) => {
-      const el = h('div', { class: 'field-error', id: `audio-${f.replace('_', '-')}-error`, role: 'alert', hidden: true });
-      this.errors.set(f, el);
-      return el;
-    };
-    const row = (label: string, forId: string | null, ...field: (HTMLElement | null)[]) =>
-      h(
-        'div',
-        { class: 'setting-row setting-row-top' },
-        forId ? h('label', { class: 'setting-label', for: forId }, label) : h('div', { class: 'setting-label' }, label),
-        h('div', { class: 'setting-field setting-field-col' }, ...field),
-      );
-    const hint = (id: string, ...text: (string | HTMLElement)[]) => h('div', { class: 'setting-note', id }, ...text);
-
-    this.retryBtn = h('button', { class: 'btn btn-small', type: 'button', id: 'audio-retry' }, 'Check again');
-    this.retryBtn.addEventListener('click', () => void this.load());
-    this.unavailableBox = h(
-      'div',
-      { class: 'audio-unavailable', id: 'audio-unavailable', role: 'group', 'aria-labelledby': 'audio-unavailable-title', hidden: true },
-      this.unavailableTitle,
-      this.unavailableReason,
-      h('p', { class: 'audio-unavailable-what' }, 'What to do:'),
-      this.unavailableSteps,
-      h('div', { class: 'inline-field' }, this.retryBtn),
-    );
-    this.unavailableTitle.id = 'audio-unavailable-title';
-
-    // ---- sources -------------------------------------------------------------------------
-    const channelRow = (ch: AudioChannel, label: string, note: string) => {
-      const id = `audio-${ch}`;
-      const sel = h('select', { class: 'field-input audio-source', id, name: ch, 'aria-describedby': `${id}-detail ${id}-error` });
-      sel.addEventListener('change', () => void this.chooseSource(ch, sel.value));
-      this.selects.set(ch, sel);
-      const meter = new LevelMeter(`meter-${ch}`, ch === 'mic' ? 'Microphone level' : 'Call audio level');
-      this.meters.set(ch, meter);
-      const test = h('button', { class: 'btn btn-small', type: 'button', id: `audio-test-${ch}`, title: `Record ${TEST_SECONDS} s and show what the engine hears` }, 'Test');
-      test.addEventListener('click', () => void this.test(ch));
-      this.testBtns.set(ch, test);
-      const detail = h('div', { class: 'setting-note', id: `${id}-detail` }, note);
-      this.channelDetail.set(ch, detail);
-      const resultEl = h('div', { class: 'audio-test-result', id: `audio-test-${ch}-result`, role: 'status', 'aria-live': 'polite', hidden: true });
-      this.testResults.set(ch, resultEl);
-      return row(label, id, h('div', { class: 'inline-field audio-source-row' }, sel, meter.el, test), detail, err(ch), resultEl);
-    };
-    this.sourceFields = h(
-      'div',
-      { id: 'audio-sources' },
-      channelRow('mic', 'You (microphone)', 'Your side of the call.'),
-      channelRow('system', 'Them (call audio)', 'What plays on this computer: the other side of the call.'),
-      h('p', { class: 'setting-note audio-sources-hint' }, 'Headphones give the cleanest transcript: with speakers the microphone hears the other side too.'),
-    );
-
-    // ---- engine ---------------------------------------------------------------------------
-    const engines = h('div', { class: 'mode-options', id: 'audio-engines' });
-    for (const [id, label, hintText] of [
-      ['builtin', 'Built-in', 'PocketSphinx on this computer; works with no network'],
-      ['whisper', 'Whisper', 'a Whisper model on this computer: far fewer words wrong, no audio leaves it (get one under Model below)'],
-      ['openai', 'Server', 'an OpenAI-compatible transcription server (a local Whisper server, or a cloud service)'],
-    ] as const) {
-      const radio = h('input', { type: 'radio', name: 'audio-engine', value: id, id: `audio-engine-${id}` });
-      radio.addEventListener('change', () => {
-        this.touch('engine');
-        this.paintEngine();
-      });
-      this.engineInputs.set(id, radio);
-      engines.append(h('label', { class: 'mode-option', for: `audio-engine-${id}` }, radio, h('span', { class: 'mode-name' }, label), h('span', { class: 'mode-hint' }, hintText)));
-    }
-    const input = (id: string, attrs: Record<string, string>) =>
-      h('input', { class: 'field-input', id, autocomplete: 'off', spellcheck: 'false', 'aria-describedby': `${id}-hint ${id}-error`, ...attrs });
-    this.baseUrl = input('audio-base-url', { type: 'url', name: 'base_url', placeholder: 'http://127.0.0.1:8000' });
-    this.model = input('audio-model', { type: 'text', name: 'model', placeholder: 'whisper-1, tiny.en, …', maxlength: '200' });
-    this.apiKey = input('audio-api-key', { type: 'password', name: 'api_key', autocomplete: 'new-password' });
-    this.apiKey.setAttribute('aria-describedby', 'audio-key-state audio-api-key-hint audio-api-key-error');
-    this.baseUrl.addEventListener('input', () => {
-      this.touch('base_url');
-      this.paintDraftNotice();
-    });
-    this.model.addEventListener('input', () => this.touch('model'));
-    this.language = input('audio-language', { type: 'text', name: 'language', placeholder: 'auto', maxlength: '8' });
-    this.language.addEventListener('input', () => this.touch('language'));
-    this.apiKey.addEventListener('input', () => this.touch('api_key'));
-    this.keyRemove = h('button', { class: 'btn btn-small', type: 'button', id: 'audio-key-remove' }, 'Remove saved key');
-    this.keyRemove.addEventListener('click', () => void this.removeKey());
-    this.openaiFields = h(
-      'div',
-      { id: 'audio-openai-fields' },
-      row('Server', 'audio-base-url', this.baseUrl, hint('audio-base-url-hint', 'Its address; the app posts each turn to {address}/v1/audio/transcriptions.'), err('base_url')),
-      row(
-        'API key',
-        'audio-api-key',
-        h('div', { class: 'inline-field' }, this.apiKey, this.keyState, this.keyRemove),
-        hint('audio-api-key-hint', 'Optional; sent as a bearer token. Write-only: saved on this computer, never shown again.'),
-        err('api_key'),
-      ),
-    );
-
-    this.modelHint = hint('audio-model-hint', 'The model the server should use.');
-    this.modelRow = row('Model', 'audio-model', this.model, this.modelHint, err('model'));
-    this.whisperFields = h(
-      'div',
-      { id: 'audio-whisper-fields' },
-      row(
-        'Language',
-        'audio-language',
-        this.language,
-        hint('audio-language-hint', '“auto” finds the language of each turn (with a multilingual model); a code such as de or fr forces one. English-only models (.en) hear English.'),
-        err('language'),
-      ),
-    );
-
-    // ---- labels, preference ---------------------------------------------------------------
-    this.youLabel = input('audio-you-label', { type: 'text', name: 'you_label', maxlength: '100', placeholder: 'You' });
-    this.themLabel = input('audio-them-label', { type: 'text', name: 'them_label', maxlength: '100', placeholder: 'Them' });
-    this.youLabel.addEventListener('input', () => this.touch('you_label'));
-    this.themLabel.addEventListener('input', () => this.touch('them_label'));
-    this.listenOnStart = h('input', { type: 'checkbox', id: 'audio-listen-on-start' });
-    this.listenOnStart.checked = listenOnStart();
-    this.listenOnStart.addEventListener('change', () => setListenOnStart(this.listenOnStart.checked));
-
-    this.saveBtn = h('button', { class: 'btn btn-primary', type: 'submit', id: 'audio-save' }, 'Save');
-    this.engineTestBtn = h('button', { class: 'btn', type: 'button', id: 'audio-engine-test', title: 'Try the engine as chosen above, without saving it' }, 'Test the engine');
-    this.engineTestBtn.addEventListener('click', () => void this.testEngine());
-    const form = h(
-      'form',
-      { class: 'assistant-form', id: 'audio-form', novalidate: true, 'aria-label': 'Speech engine and speaker names' },
-      h(
-        'div',
-        { class: 'setting-row setting-row-top' },
-        h('div', { class: 'setting-label', id: 'audio-engine-label' }, 'Engine'),
-        h(
-          'div',
-          { class: 'setting-field setting-field-col' },
-          h('div', { role: 'radiogroup', 'aria-labelledby': 'audio-engine-label', 'aria-describedby': 'audio-engine-notice audio-engine-error' }, engines),
-          this.notice,
-          this.draftNotice,
-          this.engineState,
-          err('engine'),
-        ),
-      ),
-      this.openaiFields,
-      this.modelRow,
-      this.whisperFields,
-      row('Your name', 'audio-you-label', this.youLabel, hint('audio-you-label-hint', 'The speaker of what your microphone hears.'), err('you_label')),
-      row('Their name', 'audio-them-label', this.themLabel, hint('audio-them-label-hint', 'The speaker of what the call’s audio carries.'), err('them_label')),
-      h('div', { class: 'form-actions' }, this.saveBtn, this.engineTestBtn),
-      this.result,
-    );
-    form.addEventListener('submit', (e) => {
-      e.preventDefault();
-      void this.save();
-    });
-
-    const newCalls = h(
-      'div',
-      { class: 'setting-row', id: 'audio-new-calls' },
-      h('div', { class: 'setting-label' }, 'New calls'),
-      h('div', { class: 'setting-field' }, h('label', { class: 'mode-option', for: 'audio-listen-on-start' }, this.listenOnStart, h('span', null, 'Start listening when I start a call'))),
-    );
-    this.models = new ModelSettings({
-      api: (m, p, b) => actions.api(m, p, b),
-      useModel: (name) => actions.audioCall('PUT', '/api/audio', { engine: { kind: 'whisper', model: name, language: 'auto' } }),
-    });
-    this.speakers = new SpeakersSetting(this.actions);
-    this.pipelineOnly = [this.sourceFields, newCalls, form, this.speakers.el];
-    this.card = h(
-      'fieldset',
-      { class: 'card', id: 'settings-audio', tabindex: '-1' },
-      h('legend', null, 'Audio (hearing the call)'),
-      h('div', { class: 'assistant-status', 'aria-live': 'polite' }, this.statusChip, this.statusText),
-      this.backlog,
-      this.unavailableBox,
-      this.sourceFields,
-      newCalls,
-      form,
-      this.models.el,
-      this.speakers.el,
-    );
+export class AudioSettings extends AudioSettingsForm {
+  constructor(actions: AudioSettingsActions) {
+    super(actions);
     this.render(null, null);
   }
+
 
   focus(): void {
     this.card.focus();
@@ -349,7 +84,7 @@ export class AudioSettings {
     this.keepMeters();
   }
 
-  private async loadSources(): Promise<void> {
+  protected async loadSources(): Promise<void> {
     try {
       const res = await this.actions.api<unknown>('GET', '/api/audio/sources');
       const list = res.status === 200 ? normSources(res.body) : null;
@@ -371,7 +106,7 @@ export class AudioSettings {
    * While visible: `POST /api/audio/meters` (levels come as events for the next few seconds),
    * renewed before it runs out; the sources are listed again each time (a headset plugged in).
    */
-  private keepMeters(): void {
+  protected keepMeters(): void {
     clearTimeout(this.renewTimer);
     if (!this.visible) return;
     if (this.a && !this.sourcesError && typeof document !== 'undefined' && document.visibilityState !== 'hidden') {
@@ -402,11 +137,27 @@ export class AudioSettings {
     }
   }
 
-  private paint(): void {
+  protected paint(): void {
     const a = this.a;
     const cannot: 'build' | 'server' | null = !a && this.unavailable ? 'build' : a && this.sourcesError && this.sources === null ? 'server' : null;
     this.card.dataset.state = cannot ? `unavailable-${cannot}` : a ? a.status.state : 'loading';
 
+    this.paintStatus(a, cannot);
+    this.paintSources(a);
+    this.paintEngineSettings(a);
+
+    // Labels.
+    if (!this.dirty.has('you_label')) this.youLabel.value = a?.you_label ?? '';
+    if (!this.dirty.has('them_label')) this.themLabel.value = a?.them_label ?? '';
+    const off = !a || this.busy;
+    for (const el of [this.baseUrl, this.model, this.apiKey, this.language, this.youLabel, this.themLabel, ...this.engineInputs.values()]) el.disabled = off;
+    this.saveBtn.disabled = off;
+    this.engineTestBtn.disabled = off;
+    this.keyRemove.disabled = off;
+  }
+
+  /** The status line, what was dropped, and why the app cannot hear (with what to do). */
+  private paintStatus(a: Audio | null, cannot: 'build' | 'server' | null): void {
     // Status line.
     if (!a) {
       this.statusChip.className = 'chip chip-muted';
@@ -435,7 +186,10 @@ export class AudioSettings {
       this.unavailableReason.hidden = !reason;
       this.unavailableSteps.replaceChildren(...help.steps.map((s) => h('li', null, s)));
     }
+  }
 
+  /** Sources: their choices, detail lines, Test buttons and meters. */
+  private paintSources(a: Audio | null): void {
     // Sources, engine, labels: nothing to choose without a pipeline.
     for (const el of this.pipelineOnly) el.hidden = !a;
     for (const [ch, sel] of this.selects) {
@@ -477,7 +231,10 @@ export class AudioSettings {
           : `Record ${TEST_SECONDS} s and show what the engine hears`;
       this.meters.get(ch)!.el.hidden = !a || !!this.sourcesError;
     }
+  }
 
+  /** The saved engine (unless the user is editing it) and what it says about itself. */
+  private paintEngineSettings(a: Audio | null): void {
     // Engine.
     const e = a?.engine;
     if (!this.dirty.has('engine')) for (const [id, i] of this.engineInputs) i.checked = id === savedKind(e?.kind);
@@ -501,27 +258,18 @@ export class AudioSettings {
     this.engineState.hidden = !this.engineState.textContent || (failing && a?.status.state === 'error');
     this.engineState.classList.toggle('field-error', !!es && (es.state === 'down' || es.state === 'unavailable'));
     this.paintEngine();
-
-    // Labels.
-    if (!this.dirty.has('you_label')) this.youLabel.value = a?.you_label ?? '';
-    if (!this.dirty.has('them_label')) this.themLabel.value = a?.them_label ?? '';
-    const off = !a || this.busy;
-    for (const el of [this.baseUrl, this.model, this.apiKey, this.language, this.youLabel, this.themLabel, ...this.engineInputs.values()]) el.disabled = off;
-    this.saveBtn.disabled = off;
-    this.engineTestBtn.disabled = off;
-    this.keyRemove.disabled = off;
   }
 
-  private describe(name: string): string {
+  protected describe(name: string): string {
     return this.sources?.find((s) => s.name === name)?.description ?? name;
   }
 
-  private engineKind(): EngineKind {
+  protected engineKind(): EngineKind {
     for (const [id, i] of this.engineInputs) if (i.checked) return id;
     return 'builtin';
   }
 
-  private paintEngine(): void {
+  protected paintEngine(): void {
     const kind = this.engineKind();
     this.openaiFields.hidden = kind !== 'openai';
     this.whisperFields.hidden = kind !== 'whisper';
@@ -533,7 +281,7 @@ export class AudioSettings {
   }
 
   /** Before saving, the description follows the choice: what will happen to the call's audio. */
-  private paintDraftNotice(): void {
+  protected paintDraftNotice(): void {
     const url = this.baseUrl.value.trim();
     const saved = this.a?.engine.kind === 'openai' ? (this.a.engine.base_url ?? '') : '';
     const kind = this.engineKind();
@@ -552,12 +300,12 @@ export class AudioSettings {
 
   // ---- changes ------------------------------------------------------------------------------
 
-  private touch(f: Field): void {
+  protected touch(f: Field): void {
     this.dirty.add(f);
     this.setError(f, null);
   }
 
-  private inputOf(f: Field): HTMLElement | undefined {
+  protected inputOf(f: Field): HTMLElement | undefined {
     return {
       mic: this.selects.get('mic'),
       system: this.selects.get('system'),
@@ -571,7 +319,7 @@ export class AudioSettings {
     }[f];
   }
 
-  private setError(f: Field, text: string | null): void {
+  protected setError(f: Field, text: string | null): void {
     const el = this.errors.get(f);
     if (!el) return;
     el.hidden = !text;
@@ -582,7 +330,7 @@ export class AudioSettings {
   }
 
   /** Shows a refused `PUT /api/audio` next to the field it concerns (else in the result line). */
-  private problem(res: ApiResponse<unknown>, sent: Record<string, unknown>, what: string): void {
+  protected problem(res: ApiResponse<unknown>, sent: Record<string, unknown>, what: string): void {
     const e = apiError(res);
     const field = e.code ? audioErrorField(e.code, e.message, sent) : null;
     if (field) {
@@ -595,7 +343,7 @@ export class AudioSettings {
     }
   }
 
-  private async put(body: Record<string, unknown>, what: string, done: string): Promise<boolean> {
+  protected async put(body: Record<string, unknown>, what: string, done: string): Promise<boolean> {
     this.busy = true;
     this.paint();
     this.result.textContent = 'Saving…';
@@ -621,7 +369,7 @@ export class AudioSettings {
   }
 
   /** A source picked: saved at once (while listening it takes effect without stopping the call). */
-  private async chooseSource(ch: AudioChannel, value: string): Promise<void> {
+  protected async chooseSource(ch: AudioChannel, value: string): Promise<void> {
     this.setError(ch, null);
     this.dirty.add(ch);
     const ok = await this.put({ [ch]: ch === 'system' ? systemBody(value) : value === '' ? null : value }, 'Not changed', value === '' ? `${ch === 'mic' ? 'Microphone' : 'Call audio'} off.` : 'Saved.');
@@ -673,7 +421,7 @@ export class AudioSettings {
     return bad ? null : b;
   }
 
-  private async save(): Promise<void> {
+  protected async save(): Promise<void> {
     if (this.busy) return;
     for (const f of ['engine', 'base_url', 'model', 'api_key', 'you_label', 'them_label'] as const) this.setError(f, null);
     const body = this.body();
@@ -697,7 +445,7 @@ export class AudioSettings {
   }
 
   /** The Test button: the engine as the form says (saved or not), without saving it. */
-  private async testEngine(): Promise<void> {
+  protected async testEngine(): Promise<void> {
     if (this.busy) return;
     for (const f of ['base_url', 'model'] as const) this.setError(f, null);
     const body = this.body();
@@ -709,7 +457,7 @@ export class AudioSettings {
     await this.runCheck(engine, false);
   }
 
-  private async runCheck(engine: Record<string, unknown> | null, afterSave: boolean): Promise<void> {
+  protected async runCheck(engine: Record<string, unknown> | null, afterSave: boolean): Promise<void> {
     this.busy = true;
     this.paint();
     this.result.dataset.check = 'running';
@@ -729,7 +477,7 @@ export class AudioSettings {
     }
   }
 
-  private async removeKey(): Promise<void> {
+  protected async removeKey(): Promise<void> {
     const e = this.a?.engine;
     if (this.busy || !e || e.kind !== 'openai') return;
     await this.put({ engine: { kind: 'openai', base_url: e.base_url ?? '', model: e.model ?? '', api_key: null } }, 'Key not removed', 'Saved key removed.');
@@ -738,7 +486,7 @@ export class AudioSettings {
   // ---- test -----------------------------------------------------------------------------------
 
   /** Records `TEST_SECONDS` of one channel and shows what the engine heard, and how loud it was. */
-  private async test(ch: AudioChannel): Promise<void> {
+  protected async test(ch: AudioChannel): Promise<void> {
     if (this.testing) return;
     this.testing = ch;
     const out = this.testResults.get(ch)!;

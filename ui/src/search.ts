@@ -3,17 +3,12 @@
 // at that message (the app scrolls to it and highlights it).
 
 import { dateTime, fullTime, h } from './dom';
+import type { Schemas, WireBut } from './types';
 
-export interface SearchHit {
-  session_id: string;
-  title: string | null;
-  is_call: boolean;
-  session_created_at: string;
+/** One result of `GET /api/search` (`SearchHit` of the OpenAPI document; `kind`, `role` and `highlights` narrowed). */
+export interface SearchHit extends WireBut<Schemas['SearchHit'], 'kind' | 'role' | 'highlights'> {
   kind: 'chat' | 'insight' | 'transcript';
-  message_id: number;
   role: 'user' | 'assistant' | null;
-  time: string;
-  snippet: string;
   highlights: [number, number][];
 }
 

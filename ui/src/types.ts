@@ -1,31 +1,45 @@
 // Wire shapes of the control API and the event stream (docs/contract.md). Everything coming
 // from the app is treated as loosely typed JSON and normalised at the edge (store.ts).
+//
+// The control API's shapes come from its OpenAPI document: `api.gen.ts` is generated from it
+// (`npm run gen:api`; CI regenerates it and fails when it differs). The types below are those
+// schemas as the UI holds them once normalised (`Normalised`: an optional field is present,
+// `null` when the answer left it out); where the UI holds a field differently, `WireBut` names
+// the field, which must still be in the schema, and the type says how. So an API change the UI
+// does not follow (a field added, renamed, removed or retyped) fails `tsc`. Shapes the document
+// does not describe (the event stream, partial turns, levels, the assistant's per-kind fields)
+// stay written by hand.
 
-export type MessageKind = 'user' | 'assistant' | 'notice' | 'error' | 'permission';
+import type { components } from './api.gen';
 
-export interface Session {
-  session_id: string;
-  kind: string;
-  is_call: boolean;
-  title: string | null;
-  created_at: string;
-  ended_at: string | null;
-  insights_session_id: string | null;
-}
+/** The control API's schemas (generated from its OpenAPI document). */
+export type Schemas = components['schemas'];
 
-export interface Message {
+/** A schema as the UI holds it: every optional field present, `null` when the answer left it out. */
+export type Normalised<T> = { [K in keyof T]-?: undefined extends T[K] ? Exclude<T[K], undefined> | null : T[K] };
+
+/** `Normalised<S>` without the fields `K`, which the UI holds differently (each must be in `S`). */
+export type WireBut<S, K extends keyof S> = Omit<Normalised<S>, K>;
+
+/** The kinds of a chat's messages (transcript turns are listed apart: `TranscriptTurn`). */
+export type MessageKind = Exclude<Schemas['MessageKind'], 'transcript'>;
+
+/** `GET /api/sessions` (`SessionView`). */
+export type Session = Normalised<Schemas['SessionView']>;
+
+/**
+ * A chat's message (`MessageView`): ids kept as strings or numbers, the delivery typed, and a
+ * permission card's fields (`request_id`, `tool`, `input_preview`, `state`, `resolver`) as one
+ * `permission`.
+ */
+export interface Message
+  extends WireBut<
+    Schemas['MessageView'],
+    'id' | 'kind' | 'received_at' | 'delivery' | 'delivery_error' | 'purpose' | 'request_id' | 'tool' | 'input_preview' | 'state' | 'resolver'
+  > {
   id: string | number;
-  session_id: string;
   kind: MessageKind;
-  text: string;
-  message_id: string | null;
-  task_id: string | null;
-  user_message_id: string | null;
-  error_code: string | null;
-  occurred_at: string | null;
   received_at: string | null;
-  sort_key: number;
-  draft: boolean;
   /** Outgoing (user) messages only: where the desktop → assistant delivery stands. */
   delivery: Delivery | null;
   /** The last delivery problem: a note while `pending` (retried), the reason when `failed`. */
@@ -55,22 +69,18 @@ export interface DeliveryError {
   message: string;
 }
 
-/** One final turn of a call's transcript (`session_id` is the call's chat session). */
-export interface TranscriptTurn {
+/** One final turn of a call's transcript (`TranscriptView`; `session_id` is the call's chat session). */
+export interface TranscriptTurn extends WireBut<Schemas['TranscriptView'], 'id' | 'received_at' | 'offset_ms' | 'delivery' | 'delivery_error'> {
   id: string | number;
-  session_id: string;
-  speaker: string | null;
-  text: string;
   received_at: string | null;
   /** Time into the call, in milliseconds. */
   offset_ms: number | null;
-  task_id: string | null;
   delivery: Delivery | null;
   delivery_error: DeliveryError | null;
 }
 
 export type AssistantStatus = 'not_configured' | 'checking' | 'online' | 'auth_failed' | 'unreachable' | 'misconfigured';
-export type AssistantMode = 'auto' | 'callback' | 'events';
+export type AssistantMode = Schemas['Mode'];
 
 /** The gateway-only fields of the `GET /api/assistant` view (read by `kinds/gateway.ts`). */
 export interface GatewayFields {
@@ -81,20 +91,20 @@ export interface GatewayFields {
   pairing?: { request_id: string; command: string } | null;
 }
 
-/** `GET /api/assistant`: the active assistant kind's configuration and status (`incoming`: the link). */
-export interface Assistant extends GatewayFields {
+/**
+ * `GET /api/assistant`: the active assistant kind's configuration and status (`incoming`: the
+ * link). The document describes the fields every kind has (`Assistant`); the rest are the
+ * `incoming` link's and the gateway's (written here).
+ */
+export interface Assistant extends GatewayFields, WireBut<Schemas['Assistant'], 'configured' | 'relay_token_set' | 'status' | 'mode' | 'delivery'> {
   /** The active kind (`incoming` = `POST /v1/incoming`). */
   kind: string;
   /** The assistant reports a version StageWhisper is not tested with (plain words), else null. */
   warning: string | null;
   configured: boolean;
-  base_url: string | null;
   relay_token_set: boolean;
   status: AssistantStatus | string;
-  detail: string;
-  checked_at: string | null;
   assistant_version: string | null;
-  supports_events_fallback: boolean | null;
   events_fallback_detail: string;
   mode: AssistantMode | string;
   delivery: 'callback' | 'events' | 'none' | string;
@@ -135,9 +145,8 @@ export interface AssistantKindInfo {
   available: boolean;
 }
 
-/** `GET /api/providers`. */
-export interface Providers {
-  active_kind: string;
+/** `GET /api/providers` (the document leaves the kinds and providers untyped: written here). */
+export interface Providers extends WireBut<Schemas['Providers'], 'kinds' | 'providers'> {
   kinds: AssistantKindInfo[];
   providers: Provider[];
 }
@@ -145,18 +154,18 @@ export interface Providers {
 export type TunnelState = 'off' | 'connecting' | 'online' | 'failed';
 export type TunnelKind = 'ngrok' | 'external';
 
-/** `GET /api/tunnel` (and the answers of its other routes): the callback tunnel. */
-export interface Tunnel {
+/**
+ * `GET /api/tunnel` (and the answers of its other routes): the callback tunnel. The document
+ * describes its first fields (`Tunnel`); the rest (and `config`, untyped there) are written here.
+ */
+export interface Tunnel extends WireBut<Schemas['Tunnel'], 'state' | 'kind' | 'callback_url' | 'local_callback_url' | 'since' | 'config'> {
   state: TunnelState | string;
   kind: TunnelKind | null;
-  public_url: string | null;
   /** The advertised callback URL (the tunnel's origin while it is up, else the loopback one). */
   callback_url: string | null;
   local_callback_url: string | null;
-  detail: string;
   error: { code: string; message: string } | null;
   since: string | null;
-  attempt: number;
   next_retry_at: string | null;
   verified: boolean | null;
   checked_at: string | null;
@@ -174,64 +183,42 @@ export interface Tunnel {
   };
 }
 
-/** A source of the sound server (`GET /api/audio/sources`). */
-export interface AudioSource {
-  /** The server's name (what `mic` / `system` take). */
-  name: string;
-  description: string;
-  kind: 'microphone' | 'monitor';
-  /** What `"default"` means for that channel. */
-  is_default: boolean;
-}
+/** A source of the sound server (`GET /api/audio/sources`, `SourceView`): `name` is what `mic` / `system` take; `is_default`: what `"default"` means for that channel. */
+export type AudioSource = Normalised<Schemas['SourceView']>;
 
-export type AudioChannel = 'mic' | 'system';
+export type AudioChannel = Schemas['Channel'];
 
-/** The speech engine as answered (never the API key itself). */
-export interface AudioEngineView {
+/** The speech engine as answered (`EngineView`; never the API key itself). */
+export interface AudioEngineView extends WireBut<Schemas['EngineView'], 'kind' | 'language' | 'api_key_set'> {
   kind: 'builtin' | 'whisper' | 'openai' | string;
-  base_url: string | null;
-  model: string | null;
   /** `whisper`: `auto` or the language forced (ISO 639-1). */
   language?: string | null;
   /** `openai`: a key is saved. */
   api_key_set: boolean;
-  /** The server is not on this computer: the call's audio is sent there. */
-  leaves_machine: boolean;
-  /** What happens to the call's audio, in plain words. */
-  notice: string;
 }
 
-export interface AudioChannelStatus {
+/** A channel's status (`ChannelStatus`); `state`: `off`, `listening` or `error`. */
+export interface AudioChannelStatus extends WireBut<Schemas['ChannelStatus'], 'channel'> {
   channel: AudioChannel | string;
-  /** `off`, `listening` or `error`. */
-  state: string;
-  speaker: string;
-  source: string | null;
-  detail: string;
 }
 
-/** The pipeline's status (`GET /api/audio` `status`, the `audio_status` event). */
-export interface AudioStatus {
-  state: 'idle' | 'listening' | 'error' | string;
-  detail: string;
-  call_id: string | null;
+/** The pipeline's status (`GET /api/audio` `status`, the `audio_status` event; `AudioStatus`). */
+export interface AudioStatus extends WireBut<Schemas['AudioStatus'], 'state' | 'channels' | 'engine' | 'backlog'> {
+  state: Schemas['ListenState'] | string;
   channels: AudioChannelStatus[];
   /** `state`: `ready`, `down` or `unavailable`. */
-  engine: { kind: string; state: string; detail: string };
-  backlog: { turns: number; seconds: number; dropped_seconds: number };
+  engine: Normalised<Schemas['EngineStatus']>;
+  backlog: Normalised<Schemas['BacklogStatus']>;
 }
 
-/** `GET /api/audio`: the audio settings and the status. */
-export interface Audio {
-  /** A source name, `"default"`, or `null` (off). */
-  mic: string | null;
+/** `GET /api/audio`: the audio settings and the status (`AudioView`). */
+export interface Audio extends WireBut<Schemas['AudioView'], 'system' | 'engine' | 'status' | 'speakers'> {
+  /** `mic`: a source name, `"default"`, or `null` (off); `system` the same (an app's sound is read as its source). */
   system: string | null;
   engine: AudioEngineView;
-  you_label: string;
-  them_label: string;
   status: AudioStatus;
   /** Telling the call's speakers apart: the setting and whether it can run here (`null`: an older core). */
-  speakers?: { enabled: boolean; available: boolean; detail: string } | null;
+  speakers?: Normalised<Schemas['SpeakersView']> | null;
 }
 
 /** The two channels' levels (0–1 peaks; `null`: the channel is off). */
@@ -253,34 +240,22 @@ export interface PartialTurn {
   at: number;
 }
 
-export interface Insight {
+/** An insight (`InsightView`; `session_id`: the chat session it belongs to, not the `insights:` one). */
+export interface Insight extends WireBut<Schemas['InsightView'], 'id' | 'received_at' | 'offset_ms'> {
   id: string | number;
-  /** The chat session the insight belongs to (not the `insights:` one). */
-  session_id: string;
-  text: string;
-  task_id: string | null;
-  message_id: string | null;
-  occurred_at: string | null;
   received_at: string | null;
   offset_ms: number | null;
-  draft: boolean;
+  /** Flagged by the assistant as not for the list (an event's field). */
   hidden?: boolean;
 }
 
-export interface Typing {
-  session_id: string;
-  scope: string;
-  label: string | null;
+/** A typing indicator (`TypingView`). */
+export interface Typing extends WireBut<Schemas['TypingView'], 'since'> {
   since: string | null;
 }
 
-export interface Settings {
-  callback_url: string;
-  callback_token: string;
-  data_dir: string;
-  typing_timeout_secs: number;
-  insights_grace_secs: number;
-}
+/** `GET /api/settings` (`SettingsView`). */
+export type Settings = Normalised<Schemas['SettingsView']>;
 
 export type EventType =
   | 'session_created'
@@ -305,8 +280,7 @@ export interface SwEvent {
   [key: string]: unknown;
 }
 
-export interface ApiError {
+/** An error answer (`Error`): `ok` is always false. */
+export interface ApiError extends WireBut<Schemas['Error'], 'ok'> {
   ok: false;
-  error: string;
-  message: string;
 }

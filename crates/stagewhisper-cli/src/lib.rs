@@ -4,9 +4,10 @@
 //!
 //! Both binaries take the same flags, print the same JSON `ready` line on stdout (logs go to
 //! stderr), shut down gracefully on SIGINT/SIGTERM and have the same `transcript replay`,
-//! `export`, `transcribe` and `models` subcommands.
+//! `export`, `transcribe`, `models` and `openapi` subcommands.
 
 pub mod models;
+pub mod openapi;
 pub mod transcribe;
 
 use anyhow::Context;
@@ -109,6 +110,9 @@ pub enum Command {
     /// Acts on the data dir directly, whether the app is running on it or not.
     #[command(subcommand)]
     Models(models::ModelsCommand),
+    /// Print the control API's OpenAPI document (JSON), as `GET /api/openapi.json` serves it.
+    /// Needs no running app (the core starts for a moment on a throwaway data dir).
+    Openapi(openapi::OpenapiArgs),
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -149,6 +153,7 @@ pub fn run_command(command: Command, data_dir: Option<PathBuf>) -> anyhow::Resul
         }
         Command::Transcribe(args) => transcribe::run(args, data_dir),
         Command::Models(cmd) => models::run(cmd, data_dir),
+        Command::Openapi(args) => openapi::run(args),
     }
 }
 

@@ -129,7 +129,7 @@ async fn stop_listening(State(api): St, Param(id): Param) -> ApiResult {
 
 /// Records a few seconds of one channel and transcribes them with the current engine (nothing
 /// is stored).
-#[utoipa::path(post, path = "/api/audio/test", tag = "audio",
+#[utoipa::path(post, path = "/api/audio/test", tag = "audio", operation_id = "audio_test",
     request_body(content = AudioTest, description = "optional"),
     responses((status = 200, body = AudioTestResult),
         (status = 400, body = ErrorDoc, description = "`invalid_field`; `channel_off`: that channel has no source"),
