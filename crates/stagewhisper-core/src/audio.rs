@@ -787,6 +787,8 @@ pub struct EarsContext {
     pub conversation: Conversation,
     pub link: Assistants,
     pub data_dir: PathBuf,
+    /// The settings store (the pipeline keeps its settings in its `audio` section).
+    pub settings: crate::settings::SettingsStore,
     pub shutdown: Shutdown,
     pub clock: SharedClock,
 }
