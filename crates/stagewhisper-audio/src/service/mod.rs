@@ -25,15 +25,17 @@ pub use settings::{AudioSection, LISTENING_FILE, SETTINGS_FILE};
 
 use crate::backlog::Backlog;
 use crate::capture::{self, CaptureError, Source};
+use crate::engine::EngineSettings;
 use crate::pipeline::{self, capitalise, channel_words, ChannelState, ChannelWorker, Shared};
+use crate::settings::AudioSettings;
 use detection::Detection;
 use levels::{run_meters, Meters, Ticker};
 use settings::{check_named, newly_named, Saved};
 use sound_check::record_and_transcribe;
 use stagewhisper_core::assistants::BoxFuture;
 use stagewhisper_core::audio::{
-    AudioError, AudioSettings, AudioTest, AudioTestResult, AudioUpdate, AudioView, Channel, Ears,
-    EarsContext, EarsFactory, EngineSettings, EngineUpdate, SourceView,
+    AudioError, AudioTest, AudioTestResult, AudioUpdate, AudioView, Channel, Ears, EarsContext,
+    EarsFactory, EngineUpdate, SourceView,
 };
 use stagewhisper_core::detect::{DetectionUpdate, DetectionView};
 use stagewhisper_core::engine_check::EngineCheck;
@@ -332,7 +334,7 @@ impl Ears for AudioService {
     }
 
     fn view(&self) -> AudioView {
-        let mut view = AudioView::new(&self.shared.settings(), self.shared.status());
+        let mut view = self.shared.settings().view(self.shared.status());
         (view.speakers.available, view.speakers.detail) = self.shared.speakers.availability();
         view
     }

@@ -7,11 +7,13 @@
 //! Also what a change of the settings is checked by: the sources it newly names.
 
 use crate::capture::Source;
+use crate::engine::EngineSettings;
+use crate::settings::AudioSettings;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use stagewhisper_core::audio::{
-    check_base_url, check_language, AudioError, AudioSettings, Channel, EngineSettings,
-    SourceChoice, AUTO_LANGUAGE, MAX_MODEL, MAX_SPEAKER,
+    check_base_url, check_language, check_model, AudioError, Channel, SourceChoice, AUTO_LANGUAGE,
+    MAX_SPEAKER,
 };
 use stagewhisper_core::settings::{
     read_legacy_json, Invalid, Legacy, Section, SettingsError, SettingsStore,
@@ -78,10 +80,6 @@ impl Section for AudioSection {
                 ));
             }
         }
-        let model_ok = |m: &str| {
-            let n = m.trim().chars().count();
-            n > 0 && n <= MAX_MODEL && !m.chars().any(char::is_control)
-        };
         let refused = |e: AudioError| Invalid::new(e.code, e.message);
         match &s.engine {
             EngineSettings::Builtin => {}
@@ -89,21 +87,11 @@ impl Section for AudioSection {
                 base_url, model, ..
             } => {
                 check_base_url(base_url).map_err(refused)?;
-                if !model_ok(model) {
-                    return Err(Invalid::new(
-                        "invalid_model",
-                        "`engine.model`: 1–200 characters",
-                    ));
-                }
+                check_model(model).map_err(refused)?;
             }
             EngineSettings::Whisper { model, language } => {
+                check_model(model).map_err(refused)?;
                 check_language(language).map_err(refused)?;
-                if !model_ok(model) {
-                    return Err(Invalid::new(
-                        "invalid_model",
-                        "`engine.model`: 1–200 characters",
-                    ));
-                }
             }
         }
         Ok(())
