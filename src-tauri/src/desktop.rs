@@ -7,7 +7,7 @@
 use crate::notify::{self, NoticeKind};
 use crate::prefs::{DesktopPrefs, PrefsError};
 use stagewhisper_core::events::Change;
-use std::path::PathBuf;
+use stagewhisper_core::settings::SettingsStore;
 use std::sync::Mutex;
 use tauri::{AppHandle, Manager, Runtime, WebviewWindow, WebviewWindowBuilder};
 use tauri_plugin_global_shortcut::{GlobalShortcutExt, Shortcut, ShortcutState};
@@ -19,15 +19,15 @@ pub const OVERLAY: &str = "overlay";
 
 /// The desktop settings and where they are kept.
 pub struct Desktop {
-    data_dir: PathBuf,
+    settings: SettingsStore,
     prefs: Mutex<DesktopPrefs>,
 }
 
 impl Desktop {
-    pub fn load(data_dir: PathBuf) -> Desktop {
-        let prefs = DesktopPrefs::load(&data_dir);
+    pub fn load(settings: SettingsStore) -> Desktop {
+        let prefs = DesktopPrefs::load(&settings);
         Desktop {
-            data_dir,
+            settings,
             prefs: Mutex::new(prefs),
         }
     }
@@ -275,7 +275,7 @@ pub fn set_desktop_prefs(
     let mut cur = desktop.prefs.lock().expect("prefs lock");
     prefs.shortcut()?;
     apply_shortcut(&app, Some(&cur), &prefs)?;
-    if let Err(e) = prefs.save(&desktop.data_dir) {
+    if let Err(e) = prefs.save(&desktop.settings) {
         let _ = apply_shortcut(&app, Some(&prefs), &cur);
         return Err(e);
     }

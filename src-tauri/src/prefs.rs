@@ -1,16 +1,18 @@
 //! The desktop settings (what only the window has): the overlay's global shortcut, whether the
 //! overlay opens by itself when a call starts, and which kinds of system notification are raised.
 //!
-//! Kept as `desktop.json` in the data folder, next to the app's other state, written whole
-//! (temporary file + rename) so a crash never leaves half a file. A missing file means the
-//! defaults; an unreadable one is reported and replaced by the defaults at the next save.
+//! Kept as the `desktop` section of the app's settings store (`settings.json`, written whole;
+//! see `stagewhisper_core::settings`); `desktop.json` of older versions is moved in at the first
+//! start of the window app. Nothing saved means the defaults; a section that cannot be read is
+//! reported there and gives the defaults.
 
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use stagewhisper_core::settings::{Invalid, Legacy, Section, SettingsError, SettingsStore};
+use std::path::Path;
 use std::str::FromStr;
 use tauri_plugin_global_shortcut::Shortcut;
 
-/// The file in the data folder.
+/// The settings file of older versions (moved into the settings store).
 pub const FILE: &str = "desktop.json";
 /// The overlay's default global shortcut.
 pub const DEFAULT_SHORTCUT: &str = "Ctrl+Shift+Space";
@@ -60,41 +62,38 @@ impl DesktopPrefs {
         })
     }
 
-    pub fn path(data_dir: &Path) -> PathBuf {
-        data_dir.join(FILE)
-    }
-
     /// The saved settings, or the defaults when there are none (or they cannot be read).
-    pub fn load(data_dir: &Path) -> DesktopPrefs {
-        let path = Self::path(data_dir);
-        match std::fs::read(&path) {
-            Ok(bytes) => match serde_json::from_slice::<DesktopPrefs>(&bytes) {
-                Ok(p) if p.shortcut().is_ok() => p,
-                Ok(_) | Err(_) => {
-                    tracing::warn!(path = %path.display(), "unreadable desktop settings; using the defaults");
-                    DesktopPrefs::default()
-                }
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => DesktopPrefs::default(),
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot read the desktop settings; using the defaults");
-                DesktopPrefs::default()
-            }
-        }
+    pub fn load(settings: &SettingsStore) -> DesktopPrefs {
+        settings.get::<DesktopPrefs>()
     }
 
-    /// Checks and writes the settings (whole file, then rename).
-    pub fn save(&self, data_dir: &Path) -> Result<(), PrefsError> {
-        self.shortcut()?;
-        let path = Self::path(data_dir);
-        let tmp = data_dir.join(format!(".{FILE}.tmp"));
-        let io = |e: std::io::Error| PrefsError {
-            error: "storage_unavailable",
-            message: format!("cannot save the desktop settings: {e}"),
-        };
-        let bytes = serde_json::to_vec_pretty(self).expect("settings serialize");
-        std::fs::write(&tmp, bytes).map_err(io)?;
-        std::fs::rename(&tmp, &path).map_err(io)
+    /// Checks and saves the settings (nothing is written when the shortcut is refused).
+    pub fn save(&self, settings: &SettingsStore) -> Result<(), PrefsError> {
+        settings.set(self).map_err(|e| match e {
+            SettingsError::Invalid(i) => PrefsError {
+                error: i.code,
+                message: i.message,
+            },
+            e => PrefsError {
+                error: "storage_unavailable",
+                message: format!("cannot save the desktop settings: {e}"),
+            },
+        })
+    }
+}
+
+impl Section for DesktopPrefs {
+    const KEY: &'static str = "desktop";
+
+    fn validate(&self) -> Result<(), Invalid> {
+        self.shortcut()
+            .map(|_| ())
+            .map_err(|e| Invalid::new(e.error, e.message))
+    }
+
+    /// `desktop.json` of older versions.
+    fn legacy(data_dir: &Path) -> Legacy<Self> {
+        Legacy::from_file(data_dir.join(FILE), |p| p)
     }
 }
 
@@ -102,10 +101,15 @@ impl DesktopPrefs {
 mod tests {
     use super::*;
 
+    fn store(dir: &Path) -> SettingsStore {
+        SettingsStore::open(dir).unwrap()
+    }
+
     #[test]
     fn defaults_until_saved_then_what_was_saved() {
         let tmp = tempfile::tempdir().unwrap();
-        assert_eq!(DesktopPrefs::load(tmp.path()), DesktopPrefs::default());
+        let s = store(tmp.path());
+        assert_eq!(DesktopPrefs::load(&s), DesktopPrefs::default());
         assert!(DesktopPrefs::default().shortcut().unwrap().is_some());
         let p = DesktopPrefs {
             overlay_shortcut: "Alt+F9".into(),
@@ -113,20 +117,20 @@ mod tests {
             notify_errors: false,
             ..DesktopPrefs::default()
         };
-        p.save(tmp.path()).unwrap();
-        assert_eq!(DesktopPrefs::load(tmp.path()), p);
-        assert!(!tmp.path().join(format!(".{FILE}.tmp")).exists());
+        p.save(&s).unwrap();
+        assert_eq!(DesktopPrefs::load(&store(tmp.path())), p);
     }
 
     #[test]
     fn a_bad_shortcut_is_refused_and_nothing_is_written() {
         let tmp = tempfile::tempdir().unwrap();
+        let s = store(tmp.path());
         let p = DesktopPrefs {
             overlay_shortcut: "Ctrl+Nope".into(),
             ..DesktopPrefs::default()
         };
-        assert_eq!(p.save(tmp.path()).unwrap_err().error, "invalid_shortcut");
-        assert!(!DesktopPrefs::path(tmp.path()).exists());
+        assert_eq!(p.save(&s).unwrap_err().error, "invalid_shortcut");
+        assert!(!s.path().exists());
         let off = DesktopPrefs {
             overlay_shortcut: " ".into(),
             ..DesktopPrefs::default()
@@ -135,16 +139,17 @@ mod tests {
     }
 
     #[test]
-    fn an_unreadable_file_means_the_defaults() {
+    fn the_old_file_is_moved_in_and_an_unreadable_one_reported() {
         let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(DesktopPrefs::path(tmp.path()), b"{\"overlay_shortcut\": 3").unwrap();
-        assert_eq!(DesktopPrefs::load(tmp.path()), DesktopPrefs::default());
-        std::fs::write(
-            DesktopPrefs::path(tmp.path()),
-            b"{\"notify_insights\": false}",
-        )
-        .unwrap();
-        let p = DesktopPrefs::load(tmp.path());
+        std::fs::write(tmp.path().join(FILE), b"{\"notify_insights\": false}").unwrap();
+        let p = DesktopPrefs::load(&store(tmp.path()));
         assert!(!p.notify_insights && p.notify_errors && p.overlay_shortcut == DEFAULT_SHORTCUT);
+        assert!(tmp.path().join("desktop.json.migrated").exists());
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join(FILE), b"{\"overlay_shortcut\": 3").unwrap();
+        let s = store(tmp.path());
+        assert_eq!(DesktopPrefs::load(&s), DesktopPrefs::default());
+        assert_eq!(s.problems()[0].code, "legacy_settings_unreadable");
+        assert!(tmp.path().join("desktop.json.unreadable").exists());
     }
 }

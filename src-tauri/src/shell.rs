@@ -42,7 +42,6 @@ pub fn run(
 ) -> anyhow::Result<()> {
     // Tauri's commands and tasks run on the same runtime as the core.
     tauri::async_runtime::set(rt.handle().clone());
-    let data_dir = config.data_dir.clone();
     let started: StartedSlot = Arc::new(Mutex::new(None));
     let window = build_window(context, started.clone())?;
 
@@ -59,7 +58,7 @@ pub fn run(
         api: app.api.clone(),
         store,
     });
-    window.manage(Desktop::load(data_dir));
+    window.manage(Desktop::load(app.settings.clone()));
 
     let code = window.run_return(on_run_event);
     tracing::info!(code, "window closed; shutting down");

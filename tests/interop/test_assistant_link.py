@@ -580,10 +580,11 @@ class HermesDefault(InteropCase):
             db.commit()
         finally:
             db.close()
-        cfg_path = app.data_dir / "assistant.json"
-        cfg = json.loads(cfg_path.read_text())
-        cfg["mode"] = "events"
-        cfg_path.write_text(json.dumps(cfg))
+        # The link's settings: the `incoming` section of the settings store.
+        doc_path = app.data_dir / "settings.json"
+        doc = json.loads(doc_path.read_text())
+        doc["sections"]["incoming"]["value"]["mode"] = "events"
+        doc_path.write_text(json.dumps(doc))
         app.start()
         c = app.say(s, "third over SSE after a replay")
         self.wait_reply(app, s, c, "third over SSE after a replay")

@@ -185,7 +185,8 @@ def run_tests(app, ids):
             assert status == 404 and json.loads(body)["error"] == "mcp_off", (status, body)
         status, on = app.api("PUT", "/api/mcp", {"enabled": True})
         assert status == 200 and on["enabled"] is True, on
-        assert json.load(open(os.path.join(app.dir, "mcp.json")))["enabled"] is True
+        saved = json.load(open(os.path.join(app.dir, "settings.json")))
+        assert saved["sections"]["mcp"]["value"]["enabled"] is True, saved
         assert oct(os.stat(os.path.join(app.dir, "mcp_token")).st_mode & 0o777) == "0o600"
         status, v = app.api("PUT", "/api/mcp", {"enabled": "yes"})
         assert status == 400 and v["error"] == "invalid_field", v

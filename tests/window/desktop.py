@@ -29,7 +29,7 @@ tauri-driver, and the fake clawborrator hub (tests/browser/fake_hub.sh; built wh
    posted by a callback in its DOM and sends a message typed into its input; a link in an
    assistant message, clicked, goes to the system browser (a recording `xdg-open` first on the
    PATH) and the page stays where it was; Settings → Desktop refuses a bad shortcut and puts a
-   new one in force (saved in the data folder's desktop.json); Settings → Desktop →
+   new one in force (saved in the data folder's settings.json, its `desktop` section); Settings → Desktop →
    Notifications: with errors and permissions switched off, an errored callback and a
    permission request raise no Notify while an insight after them does; with insights off and
    errors on again, the reverse.
@@ -79,6 +79,12 @@ OVERLAY_PLACE = (861, 47, 400, 520)
 SYSTEM_PYTHON = "/usr/bin/python3"
 Fail = w.Fail
 log = w.log
+
+
+def desktop_settings(data_dir):
+    """The desktop settings as saved: the `desktop` section of the data folder's settings.json."""
+    doc = json.loads((data_dir / "settings.json").read_text())
+    return doc["sections"]["desktop"]["value"]
 
 
 def x(env, *args, check=True):
@@ -490,9 +496,9 @@ def part_links(binary, env, tmp, procs, calls_path, hub_bin):
             raise Fail(f"a bad shortcut (in words, not its code): {said!r}")
         if save_shortcut("Alt+F9") != "Saved.":
             raise Fail("the new shortcut was not saved")
-        saved = json.loads((tmp / "links-data" / "desktop.json").read_text())
+        saved = desktop_settings(tmp / "links-data")
         if saved.get("overlay_shortcut") != "Alt+F9":
-            raise Fail(f"desktop.json: {saved}")
+            raise Fail(f"settings.json's desktop section: {saved}")
         shown = mapped(env, OVERLAY_TITLE)
         x(env, "xdotool", "key", "alt+F9")
         w.wait_for("the new shortcut to toggle the overlay", lambda: mapped(env, OVERLAY_TITLE) != shown, 10)
@@ -500,7 +506,7 @@ def part_links(binary, env, tmp, procs, calls_path, hub_bin):
         time.sleep(1)
         if mapped(env, OVERLAY_TITLE) == shown:
             raise Fail("the old shortcut still toggles the overlay")
-        log("   Settings → Desktop: bad shortcut refused (invalid_shortcut), Alt+F9 saved to desktop.json and in force, the old one gone: ok")
+        log("   Settings → Desktop: bad shortcut refused (invalid_shortcut), Alt+F9 saved (settings.json) and in force, the old one gone: ok")
 
         # Settings → Desktop → Notifications: with a kind's switch off, that kind raises no
         # Notify while another kind still does (the one that does comes after it, so its
@@ -516,7 +522,7 @@ def part_links(binary, env, tmp, procs, calls_path, hub_bin):
             wd.js("document.getElementById('desktop-status').textContent = '';"
                   "const b = document.getElementById(arguments[0]); if (b.checked !== arguments[1]) b.click();", box, on)
             w.wait_for(f"{key} = {on} saved", lambda: wd.js("return document.getElementById('desktop-status').textContent") == "Saved."
-                       and json.loads((tmp / "links-data" / "desktop.json").read_text()).get(key) is on, 10)
+                       and desktop_settings(tmp / "links-data").get(key) is on, 10)
 
         switch("setting-notify-errors", "notify_errors", False)
         switch("setting-notify-permissions", "notify_permissions", False)

@@ -216,7 +216,8 @@ def settled_screenshot(env, path, timeout=30, settle=2.0):
 
 def no_overlay(data_dir):
     """The desktop setting "open the overlay at call start" off, so that this test sees the main
-    window alone (tests/window/desktop.py tests the overlay)."""
+    window alone (tests/window/desktop.py tests the overlay). Written as the old `desktop.json`:
+    the app moves it into settings.json at its first start, so this is a migration test too."""
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / "desktop.json").write_text('{"overlay_on_call_start": false}')
 

@@ -1,6 +1,6 @@
 // What only the desktop app has: the overlay window's commands, and the "Desktop" card of Settings
 // (the overlay's global shortcut, the overlay at call start, system notifications per kind). The
-// settings live in the app's data folder (`desktop.json`, through `invoke('desktop_prefs')` and
+// settings live in the app's data folder (`settings.json`, through `invoke('desktop_prefs')` and
 // `invoke('set_desktop_prefs')`); the browser mode has none of this and opens the overlay route
 // in a popup instead.
 

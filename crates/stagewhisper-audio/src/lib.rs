@@ -12,6 +12,7 @@
 //! | [`backlog`] | turns whose transcription failed, kept on disk (bounded) until they are stored |
 //! | [`models`] | models a person chooses: the catalogue of Whisper models, downloads (resumed, SHA-256 checked), imports, removal, [`models::resolve`] of a setting's model name or path |
 //! | [`speakers`] | who said it, live: the "Them" channel's turns labelled `Speaker 1`, `Speaker 2`, … by voice when the settings turn it on and the speaker model is there |
+//! | [`settings`] | [`settings::AudioSettings`], the pipeline's settings as saved (with the engine's, [`engine::EngineSettings`]), and how `PUT /api/audio` changes them |
 //! | [`service`] | [`service::AudioService`], the pipeline behind the control API (`stagewhisper_core::audio::Ears`): settings, status, listen/stop, test, meters |
 //!
 //! Engines are blocking on purpose: callers run them on threads of their own, never on the async
@@ -26,6 +27,7 @@ pub mod models;
 pub mod pcm;
 pub mod pipeline;
 pub mod service;
+pub mod settings;
 pub mod speakers;
 pub mod turns;
 

@@ -12,6 +12,7 @@ use crate::faults::Faults;
 use crate::http::{serve, AllowedHosts, Shutdown};
 use crate::links::{IncomingKind, LinkSettings};
 use crate::listener::{AuthGuard, CallbackListener};
+use crate::settings::{SettingsError, SettingsStore};
 use crate::store::{Durability, Store, StoreError};
 use crate::tokens::{Secret, TokenError, CALLBACK_TOKEN_FILE, UI_TOKEN_FILE};
 use crate::tunnel::{TunnelDeps, TunnelManager, TunnelSettings};
@@ -90,6 +91,9 @@ pub enum StartError {
     Token(#[from] TokenError),
     #[error(transparent)]
     Mcp(#[from] crate::mcp::McpError),
+    /// The settings document cannot be read (or was written by a newer version).
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
     #[error("cannot open the database: {0}")]
     Store(#[from] StoreError),
     #[error(
@@ -108,6 +112,8 @@ pub struct App {
     pub callback_url: String,
     pub ui_url: String,
     pub data_dir: PathBuf,
+    /// Every setting the app reads, in one document (`settings.json`; see [`crate::settings`]).
+    pub settings: SettingsStore,
     pub callback_token: Arc<Secret>,
     pub ui_token: Arc<Secret>,
     pub conversation: Conversation,
@@ -228,6 +234,7 @@ fn serve_both(
 struct Opened {
     lock: DataDirLock,
     data_dir: PathBuf,
+    settings: SettingsStore,
     callback_token: Arc<Secret>,
     ui_token: Arc<Secret>,
 }
@@ -238,6 +245,7 @@ fn open_data_dir(dir: &Path) -> Result<Opened, StartError> {
     let data_dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     Ok(Opened {
         lock,
+        settings: SettingsStore::open(&data_dir)?,
         callback_token: Arc::new(Secret::load(data_dir.join(CALLBACK_TOKEN_FILE))?),
         ui_token: Arc::new(Secret::load(data_dir.join(UI_TOKEN_FILE))?),
         data_dir,
@@ -293,6 +301,7 @@ fn start_tunnel(
     let tunnel = TunnelManager::start(
         TunnelDeps {
             data_dir: opened.data_dir.clone(),
+            settings: opened.settings.clone(),
             callback_addr: bound.callback_addr,
             local_callback_url: bound.callback_url.clone(),
             callback_token: opened.callback_token.clone(),
@@ -323,6 +332,7 @@ impl App {
             conversation.clone(),
             callback_target.clone(),
             data_dir.clone(),
+            opened.settings.clone(),
             shutdown.clone(),
         )
         .await;
@@ -332,6 +342,7 @@ impl App {
                 conversation: conversation.clone(),
                 link: link.clone(),
                 data_dir: data_dir.clone(),
+                settings: opened.settings.clone(),
                 shutdown: shutdown.clone(),
                 clock: config.clock.clone(),
             })
@@ -346,6 +357,7 @@ impl App {
 
         let mcp = Arc::new(crate::mcp::Mcp::open(
             &data_dir,
+            opened.settings.clone(),
             &ui_url,
             conversation.clone(),
         )?);
@@ -366,6 +378,7 @@ impl App {
             hosts: Arc::new(AllowedHosts::for_addr(bound.ui_addr)),
             callback_url: callback_url.clone(),
             data_dir: data_dir.clone(),
+            settings: opened.settings.clone(),
             assets: config.assets.clone(),
             shutdown: shutdown.clone(),
             link: link.clone(),
@@ -385,6 +398,7 @@ impl App {
             callback_url,
             ui_url,
             data_dir,
+            settings: opened.settings,
             callback_token,
             ui_token: opened.ui_token,
             conversation,

@@ -7,7 +7,8 @@
 //! - [`Ears`]: what the control API asks of the pipeline (`api::audio` holds the routes);
 //! - the shapes those routes take and answer ([`AudioView`], [`AudioUpdate`], [`SourceView`],
 //!   …), checked here so every engine and every transport refuses bad input with the same
-//!   codes ([`AudioUpdate::check`]);
+//!   codes ([`AudioUpdate::check`]); the settings as saved (`AudioSettings`, with the engines'
+//!   `EngineSettings`) are the audio crate's, kept in the settings store ([`crate::settings`]);
 //! - [`EarsContext`]: what the pipeline reaches of the core. A final turn goes through
 //!   [`EarsContext::submit_turn`], the very path of `POST /api/calls/{id}/transcript` (stored
 //!   first, then the active assistant kind is woken), so the conversation rules and the kinds
@@ -124,35 +125,6 @@ impl SourceChoice {
     }
 }
 
-/// The speech recognition engine, as saved (the API key included: never answered, never
-/// logged; see [`EngineView`]).
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum EngineSettings {
-    /// PocketSphinx in process (no network at all).
-    #[default]
-    Builtin,
-    /// An OpenAI-compatible transcription server: `POST {base_url}/v1/audio/transcriptions`.
-    Openai {
-        base_url: String,
-        model: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        api_key: Option<String>,
-    },
-    /// Whisper in process (whisper.cpp): `model` is a model's name (`tiny.en`: the file
-    /// `ggml-tiny.en.bin` in the models folder) or the path of a ggml model file; `language`
-    /// is `auto` (detected per turn) or an ISO-639-1 code (forced).
-    Whisper {
-        model: String,
-        #[serde(default = "auto_language")]
-        language: String,
-    },
-}
-
-fn auto_language() -> String {
-    AUTO_LANGUAGE.into()
-}
-
 /// `language` of a Whisper engine that detects the language of each turn.
 pub const AUTO_LANGUAGE: &str = "auto";
 
@@ -180,7 +152,7 @@ pub fn check_language(language: &str) -> Result<(), AudioError> {
 }
 
 /// A model name or path as an engine setting takes it (`invalid_model` otherwise).
-fn check_model(model: &str) -> Result<(), AudioError> {
+pub fn check_model(model: &str) -> Result<(), AudioError> {
     let m = model.trim();
     if m.is_empty() || m.chars().count() > MAX_MODEL || m.chars().any(char::is_control) {
         return Err(AudioError::bad(
@@ -189,98 +161,6 @@ fn check_model(model: &str) -> Result<(), AudioError> {
         ));
     }
     Ok(())
-}
-
-impl std::fmt::Debug for EngineSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EngineSettings::Builtin => f.write_str("Builtin"),
-            EngineSettings::Openai {
-                base_url,
-                model,
-                api_key,
-            } => f
-                .debug_struct("Openai")
-                .field("base_url", base_url)
-                .field("model", model)
-                .field("api_key", &api_key.as_ref().map(|_| "<set>"))
-                .finish(),
-            EngineSettings::Whisper { model, language } => f
-                .debug_struct("Whisper")
-                .field("model", model)
-                .field("language", language)
-                .finish(),
-        }
-    }
-}
-
-impl EngineSettings {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            EngineSettings::Builtin => "builtin",
-            EngineSettings::Openai { .. } => "openai",
-            EngineSettings::Whisper { .. } => "whisper",
-        }
-    }
-
-    /// Whether call audio leaves this machine with this engine (a server not on loopback).
-    pub fn leaves_machine(&self) -> bool {
-        match self {
-            EngineSettings::Builtin | EngineSettings::Whisper { .. } => false,
-            EngineSettings::Openai { base_url, .. } => !is_loopback_url(base_url),
-        }
-    }
-
-    pub fn view(&self) -> EngineView {
-        let leaves = self.leaves_machine();
-        match self {
-            EngineSettings::Builtin => EngineView {
-                kind: "builtin".into(),
-                base_url: None,
-                model: None,
-                language: None,
-                api_key_set: None,
-                leaves_machine: false,
-                notice: "Speech is recognised on this computer (PocketSphinx); no audio leaves it."
-                    .into(),
-            },
-            EngineSettings::Whisper { model, language } => EngineView {
-                kind: "whisper".into(),
-                base_url: None,
-                model: Some(model.clone()),
-                language: Some(language.clone()),
-                api_key_set: None,
-                leaves_machine: false,
-                notice: format!(
-                    "Speech is recognised on this computer (Whisper, model {model}); no audio \
-                     leaves it."
-                ),
-            },
-            EngineSettings::Openai {
-                base_url,
-                model,
-                api_key,
-            } => EngineView {
-                kind: "openai".into(),
-                base_url: Some(base_url.clone()),
-                model: Some(model.clone()),
-                language: None,
-                api_key_set: Some(api_key.is_some()),
-                leaves_machine: leaves,
-                notice: if leaves {
-                    format!(
-                        "The call's audio leaves this computer: every turn you and the other \
-                         side speak is sent to {} to be transcribed.",
-                        host_of(base_url)
-                    )
-                } else {
-                    "Speech is sent to a transcription server on this computer; no audio \
-                     leaves it."
-                        .into()
-                },
-            },
-        }
-    }
 }
 
 /// The engine as answered: never the API key itself.
@@ -304,23 +184,6 @@ pub struct EngineView {
     pub notice: String,
 }
 
-/// The saved settings of the pipeline.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AudioSettings {
-    pub mic: SourceChoice,
-    pub system: SourceChoice,
-    #[serde(default)]
-    pub engine: EngineSettings,
-    pub you_label: String,
-    pub them_label: String,
-    /// Call detection (`GET /api/audio/detection`).
-    #[serde(default)]
-    pub detection: crate::detect::DetectionSettings,
-    /// Telling the call's speakers apart (off unless turned on).
-    #[serde(default)]
-    pub speakers: SpeakerSettings,
-}
-
 /// Telling the call's side's speakers apart by voice (the data dir's
 /// `models/speakers/campplus.onnx` and the ONNX Runtime library): "Them" turns become
 /// "Speaker 1", "Speaker 2", ….
@@ -337,97 +200,6 @@ pub struct SpeakersView {
     pub available: bool,
     /// What is missing, or what is used, in plain words.
     pub detail: String,
-}
-
-impl Default for AudioSettings {
-    fn default() -> Self {
-        AudioSettings {
-            mic: SourceChoice::Default,
-            system: SourceChoice::Default,
-            engine: EngineSettings::Builtin,
-            you_label: DEFAULT_YOU.into(),
-            them_label: DEFAULT_THEM.into(),
-            detection: Default::default(),
-            speakers: SpeakerSettings::default(),
-        }
-    }
-}
-
-impl AudioSettings {
-    pub fn source(&self, channel: Channel) -> &SourceChoice {
-        match channel {
-            Channel::Mic => &self.mic,
-            Channel::System => &self.system,
-        }
-    }
-
-    /// The speaker of a channel's turns.
-    pub fn label(&self, channel: Channel) -> &str {
-        match channel {
-            Channel::Mic => &self.you_label,
-            Channel::System => &self.them_label,
-        }
-    }
-
-    /// The settings after `update` (already [checked](AudioUpdate::check)). An `openai` engine
-    /// without `api_key` keeps the saved key when it is for the same server; `null` or `""`
-    /// removes it.
-    pub fn apply(&self, update: &AudioUpdate) -> AudioSettings {
-        let mut next = self.clone();
-        if let Some(speakers) = &update.speakers {
-            next.speakers = speakers.clone();
-        }
-        if let Some(mic) = &update.mic {
-            next.mic = SourceChoice::from(mic.clone());
-        }
-        if let Some(system) = &update.system {
-            next.system = system.clone().map_or(SourceChoice::Off, SourceChoice::from);
-        }
-        if let Some(engine) = &update.engine {
-            next.engine = match engine {
-                EngineUpdate::Builtin => EngineSettings::Builtin,
-                EngineUpdate::Openai {
-                    base_url,
-                    model,
-                    api_key,
-                } => {
-                    let base_url = base_url.trim().trim_end_matches('/').to_string();
-                    let api_key = match api_key {
-                        Some(Some(k)) if !k.trim().is_empty() => Some(k.trim().to_string()),
-                        Some(_) => None,
-                        None => match &self.engine {
-                            EngineSettings::Openai {
-                                base_url: saved,
-                                api_key,
-                                ..
-                            } if *saved == base_url => api_key.clone(),
-                            _ => None,
-                        },
-                    };
-                    EngineSettings::Openai {
-                        base_url,
-                        model: model.trim().to_string(),
-                        api_key,
-                    }
-                }
-                EngineUpdate::Whisper { model, language } => EngineSettings::Whisper {
-                    model: model.trim().to_string(),
-                    language: language
-                        .as_deref()
-                        .map(str::trim)
-                        .unwrap_or(AUTO_LANGUAGE)
-                        .to_string(),
-                },
-            };
-        }
-        if let Some(l) = &update.you_label {
-            next.you_label = l.trim().to_string();
-        }
-        if let Some(l) = &update.them_label {
-            next.them_label = l.trim().to_string();
-        }
-        next
-    }
 }
 
 /// `PUT /api/audio`. A field left out keeps its saved value.
@@ -591,6 +363,14 @@ pub fn check_base_url(raw: &str) -> Result<url::Url, AudioError> {
     Ok(u)
 }
 
+/// The host of a URL (the URL itself when it has none), for people to read.
+pub fn host_of(raw: &str) -> String {
+    url::Url::parse(raw)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_else(|| raw.to_string())
+}
+
 /// Whether a URL names this computer (`localhost`, 127.0.0.0/8, `::1`).
 pub fn is_loopback_url(raw: &str) -> bool {
     match url::Url::parse(raw).ok().as_ref().and_then(url::Url::host) {
@@ -599,13 +379,6 @@ pub fn is_loopback_url(raw: &str) -> bool {
         Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
         None => false,
     }
-}
-
-fn host_of(raw: &str) -> String {
-    url::Url::parse(raw)
-        .ok()
-        .and_then(|u| u.host_str().map(str::to_string))
-        .unwrap_or_else(|| raw.to_string())
 }
 
 /// `GET /api/audio`: the settings and the status.
@@ -621,23 +394,6 @@ pub struct AudioView {
     pub them_label: String,
     pub speakers: SpeakersView,
     pub status: AudioStatus,
-}
-
-impl AudioView {
-    pub fn new(settings: &AudioSettings, status: AudioStatus) -> AudioView {
-        AudioView {
-            mic: settings.mic.clone(),
-            system: settings.system.clone(),
-            engine: settings.engine.view(),
-            you_label: settings.you_label.clone(),
-            them_label: settings.them_label.clone(),
-            speakers: SpeakersView {
-                enabled: settings.speakers.enabled,
-                ..SpeakersView::default()
-            },
-            status,
-        }
-    }
 }
 
 /// `POST /api/audio/test`: record a few seconds of one channel and transcribe them.
@@ -787,6 +543,8 @@ pub struct EarsContext {
     pub conversation: Conversation,
     pub link: Assistants,
     pub data_dir: PathBuf,
+    /// The settings store (the pipeline keeps its settings in its `audio` section).
+    pub settings: crate::settings::SettingsStore,
     pub shutdown: Shutdown,
     pub clock: SharedClock,
 }
@@ -874,34 +632,6 @@ mod tests {
     }
 
     #[test]
-    fn source_choices_read_and_write_as_the_api_spells_them() {
-        let s = AudioSettings::default();
-        let u = update(json!({"mic": null, "system": "call.monitor"})).unwrap();
-        let next = s.apply(&u);
-        assert_eq!(next.mic, SourceChoice::Off);
-        assert_eq!(next.system, SourceChoice::Named("call.monitor".into()));
-        let v = serde_json::to_value(AudioView::new(
-            &next,
-            AudioStatus::idle(EngineStatus {
-                kind: "builtin".into(),
-                state: "ready".into(),
-                detail: String::new(),
-            }),
-        ))
-        .unwrap();
-        assert_eq!(v["mic"], json!(null));
-        assert_eq!(v["system"], "call.monitor");
-        assert_eq!(v["engine"]["kind"], "builtin");
-        // Absent fields keep what is saved.
-        let again = next.apply(&update(json!({"you_label": " Me "})).unwrap());
-        assert_eq!(again.mic, SourceChoice::Off);
-        assert_eq!(again.you_label, "Me");
-        let saved: AudioSettings =
-            serde_json::from_str(&serde_json::to_string(&again).unwrap()).unwrap();
-        assert_eq!(saved, again);
-    }
-
-    #[test]
     fn bad_updates_get_stable_codes() {
         for (body, code) in [
             (json!({"engine": {"kind": "vosk"}}), "invalid_field"),
@@ -945,92 +675,6 @@ mod tests {
         ] {
             assert_eq!(update(body.clone()).unwrap_err().code, code, "{body}");
         }
-    }
-
-    #[test]
-    fn a_whisper_engine_is_saved_with_its_language_and_stays_on_this_computer() {
-        let s = AudioSettings::default()
-            .apply(&update(json!({"engine": {"kind": "whisper", "model": " tiny.en "}})).unwrap());
-        assert_eq!(
-            s.engine,
-            EngineSettings::Whisper {
-                model: "tiny.en".into(),
-                language: "auto".into()
-            }
-        );
-        let s = s.apply(
-            &update(json!({"engine": {"kind": "whisper", "model": "base", "language": "de"}}))
-                .unwrap(),
-        );
-        let view = serde_json::to_value(s.engine.view()).unwrap();
-        assert_eq!(
-            (&view["kind"], &view["model"], &view["language"]),
-            (&json!("whisper"), &json!("base"), &json!("de"))
-        );
-        assert!(!s.engine.leaves_machine());
-        // A file saved without `language` (or by hand) reads as `auto`.
-        let saved: EngineSettings =
-            serde_json::from_value(json!({"kind": "whisper", "model": "tiny.en"})).unwrap();
-        assert_eq!(saved.kind(), "whisper");
-        assert!(matches!(saved, EngineSettings::Whisper { language, .. } if language == "auto"));
-    }
-
-    #[test]
-    fn the_api_key_is_kept_for_the_same_server_and_never_shown() {
-        let s = AudioSettings::default().apply(
-            &update(
-                json!({"engine": {"kind": "openai", "base_url": "https://asr.example/",
-                "model": "whisper-1", "api_key": "sk-secret"}}),
-            )
-            .unwrap(),
-        );
-        let EngineSettings::Openai {
-            base_url, api_key, ..
-        } = &s.engine
-        else {
-            panic!("{s:?}")
-        };
-        assert_eq!(
-            (base_url.as_str(), api_key.as_deref()),
-            ("https://asr.example", Some("sk-secret"))
-        );
-        assert!(!format!("{s:?}").contains("sk-secret"));
-        let view = serde_json::to_string(&s.engine.view()).unwrap();
-        assert!(!view.contains("sk-secret"), "{view}");
-        assert!(s.engine.leaves_machine());
-        assert!(s.engine.view().notice.contains("asr.example"));
-        // Same server, no key given: kept. Another server: not carried over. `null`: removed.
-        let same = s.apply(
-            &update(json!({"engine": {"kind": "openai",
-            "base_url": "https://asr.example", "model": "whisper-1"}}))
-            .unwrap(),
-        );
-        assert!(matches!(
-            &same.engine,
-            EngineSettings::Openai {
-                api_key: Some(_),
-                ..
-            }
-        ));
-        let other = s.apply(
-            &update(json!({"engine": {"kind": "openai",
-            "base_url": "http://127.0.0.1:9000", "model": "tiny.en"}}))
-            .unwrap(),
-        );
-        assert!(matches!(
-            &other.engine,
-            EngineSettings::Openai { api_key: None, .. }
-        ));
-        assert!(!other.engine.leaves_machine());
-        let removed = s.apply(
-            &update(json!({"engine": {"kind": "openai",
-            "base_url": "https://asr.example", "model": "whisper-1", "api_key": null}}))
-            .unwrap(),
-        );
-        assert!(matches!(
-            &removed.engine,
-            EngineSettings::Openai { api_key: None, .. }
-        ));
     }
 
     #[test]

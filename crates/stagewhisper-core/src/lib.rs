@@ -19,6 +19,8 @@
 //! - [`transcript`]: transcript files (WebVTT, SRT, JSONL) and the replay client;
 //! - [`datadir`]: one process per data dir (an exclusive lock held while the app runs);
 //! - [`net`]: the connector the network clients share (TCP, and TLS on top);
+//! - [`settings`]: every setting the core and its crates read, in one typed, versioned
+//!   document (`settings.json`) with one writer;
 //! - [`tokens`]: secrets; [`backoff`]: when every retrying part tries again; [`faults`]: test-only
 //!   fault injection; [`app`]: wiring it all together.
 
@@ -50,6 +52,7 @@ pub mod model;
 pub mod models;
 pub mod net;
 pub mod protocol;
+pub mod settings;
 pub mod store;
 pub mod tokens;
 pub mod transcript;

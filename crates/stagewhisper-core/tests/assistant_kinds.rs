@@ -353,7 +353,7 @@ async fn a_new_kind_converses_through_the_trait_with_no_change_to_the_rules() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(dir.path().join("assistants").join("toy.json"))
+        let mode = std::fs::metadata(dir.path().join("settings.json"))
             .unwrap()
             .permissions()
             .mode()
@@ -519,7 +519,13 @@ async fn a_new_kind_converses_through_the_trait_with_no_change_to_the_rules() {
     let (_, v) = api(&app, Method::DELETE, "/api/assistant", Value::Null).await;
     assert_eq!(v["kind"], "toy");
     assert_eq!(v["status"], "not_configured");
-    assert!(!dir.path().join("assistants").join("toy.json").exists());
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("settings.json")).unwrap()).unwrap();
+    assert_eq!(
+        doc["sections"]["assistants"]["value"]["kinds"].get("toy"),
+        None,
+        "{doc}"
+    );
     app.shutdown().await;
 }
 

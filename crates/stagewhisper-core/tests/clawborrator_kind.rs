@@ -174,13 +174,18 @@ async fn attach_prompt_and_replies_plain_chunked_typing_errors_and_no_duplicates
     }
     assert_eq!(online["token_saved"], true);
     assert_eq!(online["role"], "owner");
-    let saved = dir.path().join("assistants").join("clawborrator.json");
+    let saved = dir.path().join("settings.json");
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&saved).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }
+    let doc: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    assert!(
+        doc["sections"]["assistants"]["value"]["kinds"]["clawborrator"].is_object(),
+        "{doc}"
+    );
     // The upgrade carried the token as a bearer: the hub let us subscribe to the session.
     assert!(hub
         .cli_frames()
@@ -459,7 +464,11 @@ async fn channel_offline_and_a_refused_token_show_in_the_status() {
             "{v}"
         );
     }
-    assert!(!dir.path().join("assistants/clawborrator.json").exists());
+    let doc = std::fs::read(dir.path().join("settings.json")).unwrap_or_default();
+    assert!(
+        !String::from_utf8_lossy(&doc).contains("\"clawborrator\""),
+        "nothing saved"
+    );
 
     // Blank fields are missing, and every missing one is named in the one answer (the form
     // sends what its boxes hold: empty strings).

@@ -482,11 +482,15 @@ async fn settings_are_validated_with_stable_codes_and_the_token_is_never_returne
         .cloned();
     assert_eq!(kind.unwrap()["available"], true, "{p}");
 
-    // Saved 0600, token included (it is the only copy).
-    let f = dir.path().join("assistants/openclaw-gateway.json");
+    // Saved 0600 in the settings store, token included (it is the only copy).
+    let f = dir.path().join("settings.json");
     let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    assert!(std::fs::read_to_string(&f).unwrap().contains(TOKEN));
+    let saved: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+    assert_eq!(
+        saved["sections"]["assistants"]["value"]["kinds"]["openclaw-gateway"]["token"],
+        TOKEN
+    );
 
     // Stop is refused while nothing runs; a kind without Stop says not_supported.
     let sid = chat_session(&app).await;

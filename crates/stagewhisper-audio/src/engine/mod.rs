@@ -145,7 +145,9 @@ pub mod builtin;
 pub mod openai;
 pub mod whisper;
 
-use stagewhisper_core::audio::EngineSettings;
+mod settings;
+pub use settings::EngineSettings;
+
 use std::path::Path;
 
 /// The engine the settings name. Quick (no model is loaded on this thread, no request made);

@@ -7,10 +7,10 @@ use super::finals::Finals;
 use super::status::{self, ChannelState, EngineSlot, State};
 use crate::backlog::{Backlog, TurnMeta};
 use crate::capture::{Down, Source};
+use crate::engine::EngineSettings;
 use crate::engine::{self, Engine, EngineError};
-use stagewhisper_core::audio::{
-    AudioSettings, AudioStatus, Channel, EarsContext, EngineSettings, TurnError,
-};
+use crate::settings::AudioSettings;
+use stagewhisper_core::audio::{AudioStatus, Channel, EarsContext, TurnError};
 use stagewhisper_core::conversation::CoreError;
 use stagewhisper_core::events::Change;
 use std::collections::HashMap;

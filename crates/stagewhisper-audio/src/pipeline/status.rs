@@ -4,10 +4,11 @@
 //! pipeline from working first, then what to know), and the words it is said in.
 
 use crate::capture::{Down, Source};
+use crate::engine::EngineSettings;
 use crate::engine::{Engine, EngineError, EngineErrorKind};
+use crate::settings::AudioSettings;
 use stagewhisper_core::audio::{
-    AudioSettings, AudioStatus, BacklogStatus, Channel, ChannelStatus, EngineSettings,
-    EngineStatus, ListenState, SourceChoice,
+    AudioStatus, BacklogStatus, Channel, ChannelStatus, EngineStatus, ListenState, SourceChoice,
 };
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -3,7 +3,6 @@
 //! offered to end (or ended after the grace period) when its application lets go of the
 //! microphone.
 
-use super::settings::save_settings;
 use super::AudioService;
 use crate::detect::{self, Closed, DetectState, Detector, Hooks};
 use crate::pipeline::Shared;
@@ -118,12 +117,7 @@ impl AudioService {
         let mut next = self.shared.settings();
         change(&mut next.detection);
         let listening = self.shared.state.lock().unwrap().listening.clone();
-        save_settings(&self.settings_path, &next, listening.as_deref()).map_err(|e| {
-            AudioError::internal(
-                "config_write_failed",
-                format!("the audio settings cannot be saved: {e}"),
-            )
-        })?;
+        self.saved.save(&next, listening.as_deref())?;
         self.shared.state.lock().unwrap().settings = next.clone();
         let gone = self
             .detection

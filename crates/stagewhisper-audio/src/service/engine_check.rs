@@ -2,8 +2,9 @@
 //! ([`Engine::check`](crate::engine::Engine::check)), the same way for every engine kind.
 
 use crate::engine;
+use crate::engine::EngineSettings;
 use crate::pipeline::Shared;
-use stagewhisper_core::audio::{AudioUpdate, EngineSettings, EngineUpdate};
+use stagewhisper_core::audio::{AudioUpdate, EngineUpdate};
 use stagewhisper_core::engine_check::EngineCheck;
 use std::sync::Arc;
 

@@ -5,7 +5,8 @@
 use super::silence::Silence;
 use crate::capture;
 use crate::pipeline::Shared;
-use stagewhisper_core::audio::{AudioSettings, Channel};
+use crate::settings::AudioSettings;
+use stagewhisper_core::audio::Channel;
 use stagewhisper_core::events::Change;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};

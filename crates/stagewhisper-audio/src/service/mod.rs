@@ -1,7 +1,8 @@
 //! [`AudioService`]: the pipeline behind the control API ([`stagewhisper_core::audio::Ears`]).
 //!
-//! - **Settings** in `<data_dir>/audio.json` (`settings`), with the call being listened to, so
-//!   listening resumes after a restart (or a crash) when that call is still live.
+//! - **Settings** in the settings store's `audio` section (`settings`), and the call being
+//!   listened to in `audio_listening.json`, so listening resumes after a restart (or a crash)
+//!   when that call is still live.
 //! - **Status** ([`AudioStatus`](stagewhisper_core::audio::AudioStatus)): the state as a
 //!   whole, each channel, the engine and the backlog, with a `detail` in plain words for the
 //!   call bar; published as an `audio_status` live event on every change. The state and its
@@ -20,23 +21,24 @@ mod settings;
 mod silence;
 mod sound_check;
 
-pub use settings::SETTINGS_FILE;
+pub use settings::{AudioSection, LISTENING_FILE, SETTINGS_FILE};
 
 use crate::backlog::Backlog;
 use crate::capture::{self, CaptureError, Source};
+use crate::engine::EngineSettings;
 use crate::pipeline::{self, capitalise, channel_words, ChannelState, ChannelWorker, Shared};
+use crate::settings::AudioSettings;
 use detection::Detection;
 use levels::{run_meters, Meters, Ticker};
-use settings::{check_named, load_settings, newly_named, save_settings};
+use settings::{check_named, newly_named, Saved};
 use sound_check::record_and_transcribe;
 use stagewhisper_core::assistants::BoxFuture;
 use stagewhisper_core::audio::{
-    AudioError, AudioSettings, AudioTest, AudioTestResult, AudioUpdate, AudioView, Channel, Ears,
-    EarsContext, EarsFactory, EngineSettings, EngineUpdate, SourceView,
+    AudioError, AudioTest, AudioTestResult, AudioUpdate, AudioView, Channel, Ears, EarsContext,
+    EarsFactory, EngineUpdate, SourceView,
 };
 use stagewhisper_core::detect::{DetectionUpdate, DetectionView};
 use stagewhisper_core::engine_check::EngineCheck;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -65,8 +67,8 @@ struct Control {
 /// The audio pipeline of the app.
 pub struct AudioService {
     shared: Arc<Shared>,
-    /// The settings file (`audio.json` in the data folder).
-    settings_path: PathBuf,
+    /// Where the settings and the call listened to are saved.
+    saved: Saved,
     control: tokio::sync::Mutex<Control>,
     drainer: Mutex<Option<JoinHandle<()>>>,
     /// Call detection (`detection`).
@@ -79,11 +81,9 @@ impl AudioService {
     /// Starts the service: settings and backlog read, the engine loading, the backlog's
     /// drainer running, and listening resumed if it was on for a call that is still live.
     pub fn start(ctx: EarsContext) -> Arc<AudioService> {
-        let settings_path = ctx.data_dir.join(SETTINGS_FILE);
-        let (mut settings, listening) = load_settings(&settings_path);
-        settings::default_engine(
-            &mut settings,
-            &settings_path,
+        let (saved, settings, listening) = Saved::open(
+            ctx.settings.clone(),
+            &ctx.data_dir,
             &crate::models::models_dir(&ctx.data_dir),
         );
         let backlog = Backlog::open(&ctx.data_dir).unwrap_or_else(|e| {
@@ -100,7 +100,7 @@ impl AudioService {
         };
         let service = Arc::new_cyclic(|me| AudioService {
             shared,
-            settings_path,
+            saved,
             control: tokio::sync::Mutex::new(Control {
                 listening: None,
                 meters: None,
@@ -135,7 +135,7 @@ impl AudioService {
             }
         } else {
             let settings = self.shared.settings();
-            let _ = save_settings(&self.settings_path, &settings, None);
+            let _ = self.saved.save(&settings, None);
         }
     }
 
@@ -157,12 +157,7 @@ impl AudioService {
             self.stop_listening(l).await;
         }
         let settings = self.shared.settings();
-        save_settings(&self.settings_path, &settings, Some(call_id)).map_err(|e| {
-            AudioError::internal(
-                "config_write_failed",
-                format!("the audio settings cannot be saved: {e}"),
-            )
-        })?;
+        self.saved.save(&settings, Some(call_id))?;
         // Levels come from the listening channels now.
         c.meters = None;
         {
@@ -339,7 +334,7 @@ impl Ears for AudioService {
     }
 
     fn view(&self) -> AudioView {
-        let mut view = AudioView::new(&self.shared.settings(), self.shared.status());
+        let mut view = self.shared.settings().view(self.shared.status());
         (view.speakers.available, view.speakers.detail) = self.shared.speakers.availability();
         view
     }
@@ -351,12 +346,7 @@ impl Ears for AudioService {
             let next = current.apply(&update);
             self.check_sources(&current, &next).await?;
             let listening = self.shared.state.lock().unwrap().listening.clone();
-            save_settings(&self.settings_path, &next, listening.as_deref()).map_err(|e| {
-                AudioError::internal(
-                    "config_write_failed",
-                    format!("the audio settings cannot be saved: {e}"),
-                )
-            })?;
+            self.saved.save(&next, listening.as_deref())?;
             self.shared.state.lock().unwrap().settings = next.clone();
             if next.engine != current.engine {
                 self.change_engine(&next.engine).await;
@@ -390,7 +380,7 @@ impl Ears for AudioService {
             let l = c.listening.take().expect("checked");
             self.stop_listening(l).await;
             let settings = self.shared.settings();
-            if let Err(e) = save_settings(&self.settings_path, &settings, None) {
+            if let Err(e) = self.saved.save(&settings, None) {
                 tracing::error!(error = %e, "cannot save that listening stopped");
             }
         })

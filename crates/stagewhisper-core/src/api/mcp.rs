@@ -86,7 +86,7 @@ async fn get_mcp(State(api): St) -> ApiResult {
     responses((status = 200, body = McpView),
         (status = 500, body = ErrorDoc, description = "`settings_write_failed`")))]
 async fn put_mcp(State(api): St, JsonBody(b): JsonBody<McpSwitch>) -> ApiResult {
-    api.mcp.set_enabled(b.enabled).map_err(token_error)?;
+    api.mcp.set_enabled(b.enabled)?;
     Ok(Reply::ok(api.mcp.view()))
 }
 

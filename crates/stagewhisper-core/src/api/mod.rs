@@ -76,6 +76,8 @@ pub struct ApiState {
     pub hosts: Arc<AllowedHosts>,
     pub callback_url: String,
     pub data_dir: PathBuf,
+    /// The settings store (`GET /api/settings` lists what it could not use).
+    pub settings: crate::settings::SettingsStore,
     pub assets: Option<Arc<dyn Assets>>,
     pub shutdown: Shutdown,
     /// The assistants (the routes every kind shares live in `api::assistant`; a kind's own

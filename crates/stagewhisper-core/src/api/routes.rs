@@ -98,6 +98,9 @@ pub struct SettingsView {
     pub data_dir: String,
     pub typing_timeout_secs: i64,
     pub insights_grace_secs: i64,
+    /// Settings read at start-up that could not be used (old files or sections kept aside;
+    /// see `settings.json` in the contract). Empty when all is well.
+    pub settings_problems: Vec<crate::settings::SettingsProblem>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -309,6 +312,7 @@ async fn settings(State(api): St) -> ApiResult {
         data_dir: api.data_dir.display().to_string(),
         typing_timeout_secs: s.typing_timeout_ms / 1000,
         insights_grace_secs: s.insights_grace_ms / 1000,
+        settings_problems: api.settings.problems(),
     }))
 }
 

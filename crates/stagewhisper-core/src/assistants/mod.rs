@@ -6,7 +6,8 @@
 //! - [`AssistantContext`]: the small handle a kind gets — the conversation (what the assistant
 //!   says goes in through [`AssistantContext::submit`], the same entry point as
 //!   `POST /tasks/{task_id}`), the callback target, the data dir, shutdown, the clock, the
-//!   outbox's wake-ups and per-kind settings files.
+//!   outbox's wake-ups and per-kind settings (the settings store's `assistants` section,
+//!   [`settings`]) and state files.
 //! - [`outbox`]: the generic, durable outbox: the oldest pending entry, its task id recorded
 //!   before the first attempt, retries with backoff under the same task id (also after a
 //!   restart), `sent` / `failed` recorded. It knows no transport.
@@ -20,6 +21,7 @@ mod held;
 pub mod outbox;
 pub mod prelude;
 pub mod providers;
+pub mod settings;
 pub mod state;
 mod target;
 
@@ -33,10 +35,12 @@ use crate::conversation::{Conversation, CoreError, Outcome};
 use crate::events::{AssistantStatusView, Change};
 use crate::http::{Resp, Shutdown};
 use crate::protocol::Callback;
+use crate::settings::SettingsStore;
 use crate::tokens::write_secret;
 use axum::http::StatusCode;
 use bytes::Bytes;
 use serde_json::{json, Value};
+use settings::{AssistantSettings, STATE_SUFFIX};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -49,9 +53,10 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The kind every install starts with and an absent `kind` means.
 pub const DEFAULT_KIND: &str = "incoming";
-/// Which kind is active (absent: [`DEFAULT_KIND`]).
+/// Which kind was active, in older versions (moved into the settings store).
 pub const ACTIVE_KIND_FILE: &str = "assistant_kind.json";
-/// Per-kind settings of kinds other than `incoming` (`<dir>/<kind>.json`, mode 0600).
+/// A kind's state (`<dir>/<kind>.state.json`, mode 0600); its settings were here in older
+/// versions (`<dir>/<kind>.json`, moved into the settings store).
 pub const KIND_SETTINGS_DIR: &str = "assistants";
 
 /// A stored outbox entry, handed to the active kind for one attempt. The task id was recorded
@@ -274,6 +279,8 @@ pub struct AssistantContext {
     /// Where the assistant posts replies (origin read at send time; rotatable token).
     pub callback: Arc<CallbackTarget>,
     pub data_dir: PathBuf,
+    /// The settings store (the kinds' settings are its `assistants` section).
+    pub settings: SettingsStore,
     pub shutdown: Shutdown,
     pub clock: SharedClock,
     pub(crate) wake: Notify,
@@ -294,6 +301,7 @@ impl AssistantContext {
         conversation: Conversation,
         callback: Arc<CallbackTarget>,
         data_dir: PathBuf,
+        settings: SettingsStore,
         shutdown: Shutdown,
     ) -> Arc<AssistantContext> {
         let now = conversation.clock().now_ms();
@@ -303,6 +311,7 @@ impl AssistantContext {
             conversation,
             callback,
             data_dir,
+            settings,
             shutdown,
             clock,
             wake: Notify::new(),
@@ -354,37 +363,66 @@ impl AssistantContext {
         fmt_time(self.clock.now())
     }
 
-    fn settings_path(&self, kind: &str) -> PathBuf {
-        self.data_dir
-            .join(KIND_SETTINGS_DIR)
-            .join(format!("{kind}.json"))
+    /// A kind's saved settings (`None` when none are saved).
+    pub fn load_settings(&self, kind: &str) -> Option<Value> {
+        self.settings
+            .get::<AssistantSettings>()
+            .kinds
+            .get(kind)
+            .cloned()
     }
 
-    /// A kind's saved settings (`None` when none are saved or they are unreadable).
-    pub fn load_settings(&self, kind: &str) -> Option<Value> {
-        let p = self.settings_path(kind);
+    /// Saves a kind's settings in the settings store (mode 0600: they may hold secrets).
+    pub fn save_settings(&self, kind: &str, settings: &Value) -> Result<(), KindError> {
+        self.settings
+            .update::<AssistantSettings, _>(|s| {
+                s.kinds.insert(kind.to_string(), settings.clone());
+                Ok(())
+            })
+            .map_err(|e| KindError::internal("config_write_failed", e.to_string()))
+    }
+
+    pub fn remove_settings(&self, kind: &str) {
+        let removed = self.settings.update::<AssistantSettings, _>(|s| {
+            s.kinds.remove(kind);
+            Ok(())
+        });
+        if let Err(e) = removed {
+            tracing::error!(kind, error = %e, "cannot remove an assistant kind's settings");
+        }
+    }
+
+    fn state_path(&self, kind: &str) -> PathBuf {
+        self.data_dir
+            .join(KIND_SETTINGS_DIR)
+            .join(format!("{kind}{STATE_SUFFIX}.json"))
+    }
+
+    /// A kind's own state (not a setting: `assistants/<kind>.state.json`), if saved and readable.
+    pub fn load_state(&self, kind: &str) -> Option<Value> {
+        let p = self.state_path(kind);
         let raw = std::fs::read_to_string(&p).ok()?;
         match serde_json::from_str(&raw) {
             Ok(v) => Some(v),
             Err(e) => {
-                tracing::error!(path = %p.display(), error = %e, "saved assistant settings unreadable");
+                tracing::error!(path = %p.display(), error = %e, "saved assistant state unreadable");
                 None
             }
         }
     }
 
-    /// Saves a kind's settings atomically with mode 0600 (they may hold secrets).
-    pub fn save_settings(&self, kind: &str, settings: &Value) -> Result<(), KindError> {
+    /// Saves a kind's state atomically with mode 0600.
+    pub fn save_state(&self, kind: &str, state: &Value) -> Result<(), KindError> {
         let dir = self.data_dir.join(KIND_SETTINGS_DIR);
         std::fs::create_dir_all(&dir)
             .map_err(|e| KindError::internal("config_write_failed", e.to_string()))?;
-        let json = serde_json::to_string_pretty(settings).expect("serializable");
-        write_secret(&self.settings_path(kind), &json)
+        let json = serde_json::to_string_pretty(state).expect("serializable");
+        write_secret(&self.state_path(kind), &json)
             .map_err(|e| KindError::internal("config_write_failed", e.to_string()))
     }
 
-    pub fn remove_settings(&self, kind: &str) {
-        let _ = std::fs::remove_file(self.settings_path(kind));
+    pub fn remove_state(&self, kind: &str) {
+        let _ = std::fs::remove_file(self.state_path(kind));
     }
 
     // ---- the outbox's persisted state (also holds the incoming kind's stream cursors) ----
@@ -528,7 +566,11 @@ impl Assistants {
             unique.push(k);
         }
         assert!(!unique.is_empty(), "at least one assistant kind");
-        let saved = load_active(&ctx.data_dir);
+        let saved = ctx
+            .settings
+            .get::<AssistantSettings>()
+            .active
+            .unwrap_or_else(|| DEFAULT_KIND.to_string());
         let active = unique
             .iter()
             .find(|k| k.kind() == saved)
@@ -704,7 +746,14 @@ impl Assistants {
         if Arc::ptr_eq(&old, kind) {
             return Ok(());
         }
-        save_active(&self.inner.ctx.data_dir, kind.kind())?;
+        self.inner
+            .ctx
+            .settings
+            .update::<AssistantSettings, _>(|s| {
+                s.active = Some(kind.kind().to_string());
+                Ok(())
+            })
+            .map_err(|e| KindError::internal("config_write_failed", e.to_string()))?;
         *self.inner.active.write().expect("active lock") = kind.clone();
         old.set_active(false);
         // What the old kind held goes to the new one.
@@ -752,20 +801,4 @@ fn view_of(kind: &dyn AssistantKind) -> Value {
     }
     v["kind"] = json!(kind.kind());
     v
-}
-
-fn load_active(dir: &std::path::Path) -> String {
-    std::fs::read_to_string(dir.join(ACTIVE_KIND_FILE))
-        .ok()
-        .and_then(|s| serde_json::from_str::<Value>(&s).ok())
-        .and_then(|v| v["kind"].as_str().map(str::to_string))
-        .unwrap_or_else(|| DEFAULT_KIND.to_string())
-}
-
-fn save_active(dir: &std::path::Path, kind: &str) -> Result<(), KindError> {
-    write_secret(
-        &dir.join(ACTIVE_KIND_FILE),
-        &json!({ "kind": kind }).to_string(),
-    )
-    .map_err(|e| KindError::internal("config_write_failed", e.to_string()))
 }

@@ -1,13 +1,16 @@
-//! The assistant link's settings: base URL, mode and prelude in `assistant.json`, the relay
-//! token alone in `assistant_relay_token` (mode 0600, like the app's own tokens). The token is
-//! never logged, never returned by the API, and redacted in `Debug`.
+//! The assistant link's settings: base URL, mode and prelude in the settings store's `incoming`
+//! section ([`IncomingSection`]; `assistant.json` of older versions is moved in), the relay
+//! token alone in `assistant_relay_token` (mode 0600, like the app's own tokens: a secret, not a
+//! setting). The token is never logged, never returned by the API, and redacted in `Debug`.
 
 use super::client::{Endpoint, UrlError};
 use crate::assistants::prelude::DEFAULT_PRELUDE;
+use crate::settings::{Invalid, Legacy, Section, SettingsError, SettingsStore};
 use crate::tokens::{write_secret, TokenError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// The settings file of older versions (moved into the settings store).
 pub const CONFIG_FILE: &str = "assistant.json";
 pub const RELAY_TOKEN_FILE: &str = "assistant_relay_token";
 
@@ -59,6 +62,33 @@ pub struct StoredConfig {
     /// `None` = the default prelude.
     #[serde(default)]
     pub prelude: Option<String>,
+}
+
+/// The `incoming` section: what `assistant.json` held, `null` until configured.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct IncomingSection(pub Option<StoredConfig>);
+
+impl Section for IncomingSection {
+    const KEY: &'static str = "incoming";
+
+    fn validate(&self) -> Result<(), Invalid> {
+        let Some(c) = &self.0 else { return Ok(()) };
+        let refused = |e: ConfigError| Invalid::new(e.code(), e.to_string());
+        Endpoint::parse(&c.base_url).map_err(|e| refused(ConfigError::BaseUrl(e)))?;
+        if c.prelude
+            .as_ref()
+            .is_some_and(|p| p.chars().count() > MAX_PRELUDE_LEN)
+        {
+            return Err(refused(ConfigError::PreludeTooLong));
+        }
+        Ok(())
+    }
+
+    /// `assistant.json` of older versions.
+    fn legacy(data_dir: &Path) -> Legacy<Self> {
+        Legacy::from_file(data_dir.join(CONFIG_FILE), |c| IncomingSection(Some(c)))
+    }
 }
 
 /// A complete, validated configuration.
@@ -117,6 +147,8 @@ pub enum ConfigError {
     PreludeTooLong,
     #[error(transparent)]
     Io(#[from] TokenError),
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
     #[error("cannot read {path}: {message}")]
     Corrupt { path: PathBuf, message: String },
 }
@@ -127,7 +159,10 @@ impl ConfigError {
             ConfigError::BaseUrl(_) => "invalid_base_url",
             ConfigError::Token => "invalid_relay_token",
             ConfigError::PreludeTooLong => "prelude_too_long",
-            ConfigError::Io(_) | ConfigError::Corrupt { .. } => "config_write_failed",
+            ConfigError::Settings(SettingsError::Invalid(i)) => i.code,
+            ConfigError::Io(_) | ConfigError::Corrupt { .. } | ConfigError::Settings(_) => {
+                "config_write_failed"
+            }
         }
     }
 }
@@ -143,22 +178,10 @@ pub fn check_token(t: &str) -> Result<(), ConfigError> {
 }
 
 /// Loads the saved configuration; `Ok(None)` when none (or only half of it) is saved.
-pub fn load(dir: &Path) -> Result<Option<LinkConfig>, ConfigError> {
-    let cfg_path = dir.join(CONFIG_FILE);
-    let raw = match std::fs::read_to_string(&cfg_path) {
-        Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(ConfigError::Corrupt {
-                path: cfg_path,
-                message: e.to_string(),
-            })
-        }
+pub fn load(dir: &Path, settings: &SettingsStore) -> Result<Option<LinkConfig>, ConfigError> {
+    let Some(stored) = settings.get::<IncomingSection>().0 else {
+        return Ok(None);
     };
-    let stored: StoredConfig = serde_json::from_str(&raw).map_err(|e| ConfigError::Corrupt {
-        path: cfg_path.clone(),
-        message: e.to_string(),
-    })?;
     let token = match std::fs::read_to_string(dir.join(RELAY_TOKEN_FILE)) {
         Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
         _ => return Ok(None),
@@ -166,19 +189,22 @@ pub fn load(dir: &Path) -> Result<Option<LinkConfig>, ConfigError> {
     LinkConfig::new(stored, token).map(Some)
 }
 
-/// Saves the configuration (token first, both atomically, both 0600).
-pub fn save(dir: &Path, cfg: &LinkConfig) -> Result<(), ConfigError> {
+/// Saves the configuration (the token first, atomically, 0600; then the settings).
+pub fn save(dir: &Path, settings: &SettingsStore, cfg: &LinkConfig) -> Result<(), ConfigError> {
+    IncomingSection(Some(cfg.stored.clone()))
+        .validate()
+        .map_err(SettingsError::from)?;
     write_secret(&dir.join(RELAY_TOKEN_FILE), cfg.relay_token())?;
-    let json = serde_json::to_string_pretty(&cfg.stored).expect("serializable");
-    write_secret(&dir.join(CONFIG_FILE), &json)?;
+    settings.set(&IncomingSection(Some(cfg.stored.clone())))?;
     Ok(())
 }
 
 /// Forgets the configuration.
-pub fn remove(dir: &Path) {
-    for f in [CONFIG_FILE, RELAY_TOKEN_FILE] {
-        let _ = std::fs::remove_file(dir.join(f));
+pub fn remove(dir: &Path, settings: &SettingsStore) {
+    if let Err(e) = settings.remove::<IncomingSection>() {
+        tracing::error!(error = %e, "cannot remove the assistant link's settings");
     }
+    let _ = std::fs::remove_file(dir.join(RELAY_TOKEN_FILE));
 }
 
 #[cfg(test)]
@@ -188,7 +214,8 @@ mod tests {
     #[test]
     fn saves_with_0600_and_loads_back() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(load(dir.path()).unwrap().is_none());
+        let store = SettingsStore::open(dir.path()).unwrap();
+        assert!(load(dir.path(), &store).unwrap().is_none());
         let cfg = LinkConfig::new(
             StoredConfig {
                 base_url: "http://localhost:8644/".into(),
@@ -198,8 +225,10 @@ mod tests {
             "x".repeat(32),
         )
         .unwrap();
-        save(dir.path(), &cfg).unwrap();
-        let back = load(dir.path()).unwrap().unwrap();
+        save(dir.path(), &store, &cfg).unwrap();
+        let back = load(dir.path(), &SettingsStore::open(dir.path()).unwrap())
+            .unwrap()
+            .unwrap();
         assert_eq!(back.stored.base_url, "http://localhost:8644");
         assert_eq!(back.stored.mode, Mode::Events);
         assert_eq!(back.relay_token(), "x".repeat(32));
@@ -217,8 +246,33 @@ mod tests {
                 & 0o777;
             assert_eq!(mode, 0o600);
         }
-        remove(dir.path());
-        assert!(load(dir.path()).unwrap().is_none());
+        remove(dir.path(), &store);
+        assert!(load(dir.path(), &store).unwrap().is_none());
+        assert!(!dir.path().join(RELAY_TOKEN_FILE).exists());
+    }
+
+    #[test]
+    fn the_old_file_is_moved_in_and_the_token_stays_in_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            r#"{"base_url": "http://127.0.0.1:8644", "mode": "events", "prelude": "hi"}"#,
+        )
+        .unwrap();
+        std::fs::write(dir.path().join(RELAY_TOKEN_FILE), "t".repeat(20)).unwrap();
+        let store = SettingsStore::open(dir.path()).unwrap();
+        let cfg = load(dir.path(), &store).unwrap().unwrap();
+        assert_eq!(
+            (cfg.stored.mode, cfg.prelude(), cfg.relay_token()),
+            (Mode::Events, "hi", "t".repeat(20).as_str())
+        );
+        assert!(dir.path().join("assistant.json.migrated").exists());
+        assert!(
+            dir.path().join(RELAY_TOKEN_FILE).exists(),
+            "a secret, not a setting"
+        );
+        let doc = std::fs::read_to_string(store.path()).unwrap();
+        assert!(!doc.contains("tttt"), "{doc}");
     }
 
     #[test]

@@ -271,11 +271,11 @@ pub fn parse_update(b: &Value) -> Result<ConfigUpdate, KindError> {
 impl IncomingKind {
     pub const KIND: &'static str = "incoming";
 
-    /// Loads the saved configuration (`assistant.json` + `assistant_relay_token`, as before
-    /// there were kinds) and starts the status checks; `/v1/events` readers left from the last
+    /// Loads the saved configuration (the settings store's `incoming` section +
+    /// `assistant_relay_token`) and starts the status checks; `/v1/events` readers left from the last
     /// run resume when the kind is active.
     pub fn start(ctx: Arc<AssistantContext>, settings: LinkSettings) -> IncomingKind {
-        let config = match config::load(&ctx.data_dir) {
+        let config = match config::load(&ctx.data_dir, &ctx.settings) {
             Ok(c) => c.map(Arc::new),
             Err(e) => {
                 tracing::error!(error = %e, "the saved assistant configuration is unusable; the link is not configured");
@@ -347,7 +347,7 @@ impl IncomingKind {
             },
             token,
         )?;
-        config::save(&self.inner.ctx.data_dir, &cfg)?;
+        config::save(&self.inner.ctx.data_dir, &self.inner.ctx.settings, &cfg)?;
         tracing::info!(base_url = %cfg.stored.base_url, mode = mode.as_str(), "assistant link configuration saved");
         self.inner.install(Some(Arc::new(cfg)));
         self.inner.check_now().await;
@@ -391,7 +391,7 @@ impl AssistantKind for IncomingKind {
 
     fn remove(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            config::remove(&self.inner.ctx.data_dir);
+            config::remove(&self.inner.ctx.data_dir, &self.inner.ctx.settings);
             self.inner.install(None);
             tracing::info!("assistant link configuration removed");
         })

@@ -7,7 +7,8 @@
 //! written to the access log ([`log`]).
 //!
 //! Consent and limits, in the order a request meets them:
-//! - off until the person turns it on (`PUT /api/mcp`; kept in [`SETTINGS_FILE`]): while off,
+//! - off until the person turns it on (`PUT /api/mcp`; kept in the settings store's `mcp`
+//!   section, [`McpSettings`]; `mcp.json` of older versions is moved in): while off,
 //!   every request to `/mcp` is `404 mcp_off`, whatever it carries;
 //! - the control API's guard has checked `Host` and `Origin` already (the same rules as `/api`);
 //! - its own bearer token ([`TOKEN_FILE`], 0600, rotatable; never the UI or callback token):
@@ -25,11 +26,13 @@
 
 pub mod log;
 pub mod read;
+mod settings;
 pub mod tools;
 
 use crate::conversation::Conversation;
 use crate::http::{self, BodyError};
-use crate::tokens::{bearer, write_secret, Secret, TokenError};
+use crate::settings::{SettingsError, SettingsStore};
+use crate::tokens::{bearer, Secret, TokenError};
 use axum::body::Body;
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -37,7 +40,8 @@ use http_body_util::Full;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+pub use settings::McpSettings;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -46,7 +50,8 @@ use tower::ServiceExt;
 
 /// The MCP server's own bearer token, in the data dir.
 pub const TOKEN_FILE: &str = "mcp_token";
-/// Whether the person turned it on: `{"enabled": true|false}`, in the data dir.
+/// Whether the person turned it on, in older versions: `{"enabled": true|false}` (moved into
+/// the settings store).
 pub const SETTINGS_FILE: &str = "mcp.json";
 /// The endpoint's path on the UI listener.
 pub const PATH: &str = "/mcp";
@@ -82,8 +87,8 @@ type Service = StreamableHttpService<tools::Tools, NeverSessionManager>;
 pub struct Mcp {
     token: Secret,
     enabled: AtomicBool,
-    settings_path: PathBuf,
-    /// Writes of the settings file, one at a time (the file and the flag agree).
+    settings: SettingsStore,
+    /// Writes of the setting, one at a time (the saved switch and the flag agree).
     settings_lock: Mutex<()>,
     url: String,
     running: Semaphore,
@@ -94,16 +99,16 @@ pub struct Mcp {
 }
 
 impl Mcp {
-    /// Loads (or creates) the token and reads the switch (off when the file is missing or
-    /// unreadable). `ui_url` is the UI listener's URL (ending in `/`).
+    /// Loads (or creates) the token and reads the switch (off unless saved on). `ui_url` is the
+    /// UI listener's URL (ending in `/`).
     pub fn open(
         data_dir: &Path,
+        settings: SettingsStore,
         ui_url: &str,
         conversation: Conversation,
     ) -> Result<Mcp, McpError> {
         let token = Secret::load(data_dir.join(TOKEN_FILE))?;
-        let settings_path = data_dir.join(SETTINGS_FILE);
-        let enabled = read_enabled(&settings_path);
+        let enabled = settings.get::<McpSettings>().enabled;
         let config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
             .with_json_response(true)
@@ -122,7 +127,7 @@ impl Mcp {
         let mcp = Mcp {
             token,
             enabled: AtomicBool::new(enabled),
-            settings_path,
+            settings,
             settings_lock: Mutex::new(()),
             url: format!("{}{}", ui_url.trim_end_matches('/'), PATH),
             running: Semaphore::new(MAX_RUNNING),
@@ -147,9 +152,9 @@ impl Mcp {
     }
 
     /// Turns it on or off: on disk first, then in effect.
-    pub fn set_enabled(&self, on: bool) -> Result<(), TokenError> {
+    pub fn set_enabled(&self, on: bool) -> Result<(), SettingsError> {
         let _one = self.settings_lock.lock().unwrap_or_else(|e| e.into_inner());
-        write_secret(&self.settings_path, &json!({ "enabled": on }).to_string())?;
+        self.settings.set(&McpSettings { enabled: on })?;
         self.enabled.store(on, Ordering::Relaxed);
         self.conversation.set_prelude_note(self.prelude_note());
         tracing::info!(enabled = on, "MCP access to past calls changed");
@@ -257,19 +262,6 @@ impl Mcp {
         let got = tokio::time::timeout(MAX_WAIT, self.running.acquire()).await;
         self.waiting.fetch_sub(1, Ordering::AcqRel);
         got.ok().and_then(Result::ok)
-    }
-}
-
-fn read_enabled(path: &Path) -> bool {
-    match std::fs::read_to_string(path) {
-        Ok(s) => match serde_json::from_str::<serde_json::Value>(&s) {
-            Ok(v) => v["enabled"].as_bool().unwrap_or(false),
-            Err(e) => {
-                tracing::warn!(error = %e, "the MCP settings file is unreadable; MCP stays off");
-                false
-            }
-        },
-        Err(_) => false,
     }
 }
 

@@ -1,12 +1,15 @@
-//! The tunnel's settings: kind, URL / domain, on or off in `tunnel.json`; the ngrok authtoken
-//! alone in `ngrok_authtoken` (mode 0600, like the app's own tokens). The authtoken is never
-//! logged, never returned by the API, and redacted in `Debug`.
+//! The tunnel's settings: kind, URL / domain, on or off in the settings store's `tunnel`
+//! section ([`TunnelSection`]; `tunnel.json` of older versions is moved in); the ngrok authtoken
+//! alone in `ngrok_authtoken` (mode 0600, like the app's own tokens: a secret, not a setting).
+//! The authtoken is never logged, never returned by the API, and redacted in `Debug`.
 
+use crate::settings::{Invalid, Legacy, Section, SettingsError, SettingsStore};
 use crate::tokens::{write_secret, TokenError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The settings file of older versions (moved into the settings store).
 pub const CONFIG_FILE: &str = "tunnel.json";
 pub const AUTHTOKEN_FILE: &str = "ngrok_authtoken";
 /// The environment variable the ngrok tools use; read at start-up when no token is saved.
@@ -65,36 +68,55 @@ impl StoredConfig {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path} is not valid: {source}")]
-    Parse {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
-    #[error(transparent)]
-    Write(#[from] TokenError),
-}
+/// The `tunnel` section: the tunnel's settings, `null` until one is configured.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TunnelSection(pub Option<StoredConfig>);
 
-pub fn load(dir: &Path) -> Result<Option<StoredConfig>, ConfigError> {
-    let path = dir.join(CONFIG_FILE);
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|source| ConfigError::Parse { path, source }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(ConfigError::Read { path, source }),
+impl Section for TunnelSection {
+    const KEY: &'static str = "tunnel";
+
+    fn validate(&self) -> Result<(), Invalid> {
+        let Some(c) = &self.0 else { return Ok(()) };
+        let bad = |m: String| Err(Invalid::new("invalid_field", m));
+        if let Some(d) = &c.domain {
+            if let Err(m) = validate_domain(d) {
+                return bad(m);
+            }
+        }
+        if let Some(s) = c.check_interval_secs {
+            if !(MIN_CHECK_SECS..=MAX_CHECK_SECS).contains(&s) {
+                return bad(format!(
+                    "`check_interval_secs` must be {MIN_CHECK_SECS}–{MAX_CHECK_SECS}"
+                ));
+            }
+        }
+        if c.kind == Kind::External && c.url.as_deref().is_none_or(str::is_empty) {
+            return bad("an external tunnel needs its `url`".into());
+        }
+        Ok(())
+    }
+
+    /// `tunnel.json` of older versions.
+    fn legacy(data_dir: &Path) -> Legacy<Self> {
+        Legacy::from_file(data_dir.join(CONFIG_FILE), |c| TunnelSection(Some(c)))
     }
 }
 
-pub fn save(dir: &Path, config: &StoredConfig) -> Result<(), ConfigError> {
-    let json = serde_json::to_string_pretty(config).expect("serializable");
-    write_secret(&dir.join(CONFIG_FILE), &json)?;
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+}
+
+/// The saved tunnel settings (`None`: never configured).
+pub fn load(settings: &SettingsStore) -> Result<Option<StoredConfig>, ConfigError> {
+    Ok(settings.get::<TunnelSection>().0)
+}
+
+/// Checks and saves the tunnel settings.
+pub fn save(settings: &SettingsStore, config: &StoredConfig) -> Result<(), ConfigError> {
+    settings.set(&TunnelSection(Some(config.clone())))?;
     Ok(())
 }
 
@@ -222,7 +244,8 @@ mod tests {
     #[test]
     fn config_round_trip() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(load(dir.path()).unwrap(), None);
+        let store = SettingsStore::open(dir.path()).unwrap();
+        assert_eq!(load(&store).unwrap(), None);
         let c = StoredConfig {
             kind: Kind::External,
             enabled: true,
@@ -231,7 +254,38 @@ mod tests {
             check_interval_secs: Some(10),
             verify: None,
         };
-        save(dir.path(), &c).unwrap();
-        assert_eq!(load(dir.path()).unwrap(), Some(c));
+        save(&store, &c).unwrap();
+        let again = SettingsStore::open(dir.path()).unwrap();
+        assert_eq!(load(&again).unwrap(), Some(c.clone()));
+        // A value the routes would refuse is refused by the store too, and nothing is written.
+        let bad = StoredConfig {
+            check_interval_secs: Some(1),
+            ..c.clone()
+        };
+        let e = save(&store, &bad).unwrap_err();
+        assert!(
+            matches!(e, ConfigError::Settings(ref s) if s.code() == "invalid_field"),
+            "{e}"
+        );
+        assert_eq!(
+            load(&SettingsStore::open(dir.path()).unwrap()).unwrap(),
+            Some(c)
+        );
+    }
+
+    #[test]
+    fn the_old_file_is_moved_in() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            r#"{"kind": "ngrok", "enabled": true, "domain": "desk.example.app"}"#,
+        )
+        .unwrap();
+        let store = SettingsStore::open(dir.path()).unwrap();
+        let c = load(&store).unwrap().unwrap();
+        assert_eq!((c.kind, c.enabled), (Kind::Ngrok, true));
+        assert_eq!(c.domain.as_deref(), Some("desk.example.app"));
+        assert!(!dir.path().join(CONFIG_FILE).exists());
+        assert!(dir.path().join("tunnel.json.migrated").exists());
     }
 }

@@ -130,6 +130,8 @@ impl TunnelSettings {
 /// What the tunnel needs from the app.
 pub struct TunnelDeps {
     pub data_dir: PathBuf,
+    /// Where its settings are kept (the `tunnel` section).
+    pub settings: crate::settings::SettingsStore,
     /// The callback listener's address (the only thing the tunnel forwards to).
     pub callback_addr: SocketAddr,
     /// Its loopback URL (`http://127.0.0.1:P`).
@@ -232,7 +234,7 @@ impl TunnelManager {
         // ngrok builds its TLS configuration with the process-default provider: make it ring
         // (a no-op when one is installed already).
         let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
-        let saved = match config::load(&deps.data_dir) {
+        let saved = match config::load(&deps.settings) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "the saved tunnel settings are unusable; the tunnel is off");
@@ -407,7 +409,7 @@ impl TunnelManager {
                 }
             }
         };
-        config::save(&self.inner.deps.data_dir, &stored)
+        config::save(&self.inner.deps.settings, &stored)
             .map_err(|e| RequestError::Save(e.to_string()))?;
         // The new run publishes `connecting` at once: no `off` in between.
         self.halt(false).await;
@@ -424,7 +426,7 @@ impl TunnelManager {
         let mut c = self.inner.config.lock().expect("config lock");
         if let Some(c) = c.as_mut() {
             c.enabled = false;
-            if let Err(e) = config::save(&self.inner.deps.data_dir, c) {
+            if let Err(e) = config::save(&self.inner.deps.settings, c) {
                 tracing::warn!(error = %e, "cannot save the tunnel settings");
             }
         }

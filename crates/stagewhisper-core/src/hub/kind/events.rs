@@ -2,7 +2,7 @@
 //! typing, errors, permission cards), and where it goes (the chat of the prompt it answers, else
 //! the live call's chat, else the most recently used chat; insights to the call's Insights tab).
 
-use super::{Lane, Origin, Shared, KIND, STATE_KIND};
+use super::{Lane, Origin, Shared, KIND};
 use crate::conversation::hash_hex;
 use crate::http::Shutdown;
 use crate::hub::client::{HubEvent, HubHandle, HubStatus};
@@ -82,12 +82,10 @@ pub(super) async fn run_events(
             let at = crate::clock::fmt_time(ts);
             let kept = shared
                 .ctx
-                .load_settings(STATE_KIND)
+                .load_state(KIND)
                 .and_then(|v| v["replay_cutoff"].as_str().map(str::to_string));
             if kept.as_deref() != Some(at.as_str()) {
-                let _ = shared
-                    .ctx
-                    .save_settings(STATE_KIND, &json!({"replay_cutoff": at}));
+                let _ = shared.ctx.save_state(KIND, &json!({"replay_cutoff": at}));
             }
         }
     }

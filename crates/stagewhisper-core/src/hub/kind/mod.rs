@@ -37,12 +37,11 @@ use events::run_events;
 
 /// The kind id.
 pub const KIND: &str = "clawborrator";
-/// The replay cutoff kept between runs (no secret in it).
-const STATE_KIND: &str = "clawborrator.state";
 /// The sentence the Insights tab shows without an insights session.
 pub const NO_INSIGHTS: &str = "this assistant kind has no insights session configured";
 
-/// What is saved (`assistants/clawborrator.json`, mode 0600).
+/// What is saved (the settings store's `assistants` section; the replay cutoff kept between
+/// runs is the kind's state, `assistants/clawborrator.state.json`).
 #[derive(Debug, Clone, PartialEq)]
 struct Saved {
     hub_url: String,
@@ -181,7 +180,7 @@ impl ClawborratorKind {
         let cutoff = self
             .shared
             .ctx
-            .load_settings(STATE_KIND)
+            .load_state(KIND)
             .and_then(|v| v["replay_cutoff"].as_str().map(str::to_string))
             .and_then(|t| crate::protocol::parse_rfc3339(&t));
         let open = |session: &str, lane: Lane| -> Option<Link> {
@@ -434,7 +433,7 @@ impl AssistantKind for ClawborratorKind {
                 .is_none_or(|o| o.hub_url != saved.hub_url || o.session_id != saved.session_id);
             if changed_target {
                 // A new hub or session: the old replay cutoff means nothing there.
-                self.shared.ctx.remove_settings(STATE_KIND);
+                self.shared.ctx.remove_state(KIND);
             }
             *self.saved.lock().expect("saved lock") = Some(saved);
             self.restart_links();
@@ -481,7 +480,7 @@ impl AssistantKind for ClawborratorKind {
     fn remove(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             self.shared.ctx.remove_settings(KIND);
-            self.shared.ctx.remove_settings(STATE_KIND);
+            self.shared.ctx.remove_state(KIND);
             *self.saved.lock().expect("saved lock") = None;
             self.restart_links();
         })
