@@ -10,7 +10,7 @@
 //!   `try_seal` and percent-encoded by `seal`, which still opens in both dialects.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use stagewhisper_core::byo::crypto::{Dialect, Envelope, EnvelopeKey, Meta, ROLE_PLUGIN};
+use stagewhisper_core::assistants::kinds::byo_relay::crypto::{Dialect, Envelope, EnvelopeKey, Meta, ROLE_PLUGIN};
 
 const DIALECTS: [Dialect; 2] = [Dialect::Hermes, Dialect::OpenClaw];
 

@@ -5,7 +5,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use stagewhisper_core::gateway::frames::{
+use stagewhisper_core::assistants::kinds::openclaw_gateway::frames::{
     parse_inbound, parse_inbound_value, parse_outbound, HelloOk, History, HistoryFinding, Inbound,
     Outbound, Request,
 };

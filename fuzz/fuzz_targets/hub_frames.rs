@@ -3,7 +3,7 @@
 //! is the same for the same event.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use stagewhisper_core::hub::frames::{parse_hub_frame, HubFrame};
+use stagewhisper_core::assistants::kinds::clawborrator::frames::{parse_hub_frame, HubFrame};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

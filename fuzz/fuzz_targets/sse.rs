@@ -4,7 +4,7 @@
 //! through what `links::events::ingest` reads before the conversation (task id, then the body).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use stagewhisper_core::links::sse::{SseEvent, SseParser};
+use stagewhisper_core::assistants::kinds::incoming::sse::{SseEvent, SseParser};
 use stagewhisper_core::protocol;
 
 fn feed_all(pieces: &[&[u8]]) -> Vec<SseEvent> {

@@ -2,7 +2,8 @@
 //! by the desktop shell alike.
 
 use crate::api::{ApiState, Assets, ControlApi};
-use crate::assistants::outbox::OutboxTiming;
+use crate::assistants::delivery_queue::OutboxTiming;
+use crate::assistants::kinds::incoming::{IncomingKind, LinkSettings};
 use crate::assistants::CallbackTarget;
 use crate::assistants::{AssistantContext, AssistantKind, Assistants, KindFactory};
 use crate::clock::{SharedClock, SystemClock};
@@ -10,7 +11,6 @@ use crate::conversation::{Conversation, Settings};
 use crate::datadir::{DataDirLock, LockError};
 use crate::faults::Faults;
 use crate::http::{serve, AllowedHosts, Shutdown};
-use crate::links::{IncomingKind, LinkSettings};
 use crate::listener::{AuthGuard, CallbackListener};
 use crate::store::{Durability, Store, StoreError};
 use crate::tokens::{Secret, TokenError, CALLBACK_TOKEN_FILE, UI_TOKEN_FILE};
@@ -46,7 +46,7 @@ pub struct Config {
     /// Assistant kinds besides the built-in ones (`incoming`, `clawborrator`); the set is open.
     pub extra_kinds: Vec<KindFactory>,
     /// The clawborrator hub link's timing (tests shorten it).
-    pub hub_timing: crate::hub::HubTiming,
+    pub hub_timing: crate::assistants::kinds::clawborrator::HubTiming,
     /// The audio pipeline (`stagewhisper-audio`), built once the core is up; `None`: the app
     /// cannot hear (the audio routes answer `503 audio_unavailable`).
     pub ears: Option<crate::audio::EarsFactory>,
@@ -69,7 +69,7 @@ impl Config {
             faults: Arc::new(Faults::from_env()),
             tunnel: TunnelSettings::from_env(),
             extra_kinds: Vec::new(),
-            hub_timing: crate::hub::HubTiming::default(),
+            hub_timing: crate::assistants::kinds::clawborrator::HubTiming::default(),
             ears: None,
             models: None,
         }
@@ -180,14 +180,21 @@ fn origin(addr: SocketAddr) -> String {
 async fn start_assistants(
     ctx: Arc<AssistantContext>,
     link: LinkSettings,
-    hub_timing: crate::hub::HubTiming,
+    hub_timing: crate::assistants::kinds::clawborrator::HubTiming,
     extra_kinds: Vec<KindFactory>,
 ) -> Assistants {
     let mut kinds: Vec<Arc<dyn AssistantKind>> = vec![
         Arc::new(IncomingKind::start(ctx.clone(), link)),
-        Arc::new(crate::hub::ClawborratorKind::start(ctx.clone(), hub_timing)),
-        Arc::new(crate::gateway::GatewayKind::start(ctx.clone())),
-        Arc::new(crate::byo::kind::ByoKind::start(ctx.clone())),
+        Arc::new(
+            crate::assistants::kinds::clawborrator::ClawborratorKind::start(
+                ctx.clone(),
+                hub_timing,
+            ),
+        ),
+        Arc::new(crate::assistants::kinds::openclaw_gateway::GatewayKind::start(ctx.clone())),
+        Arc::new(crate::assistants::kinds::byo_relay::kind::ByoKind::start(
+            ctx.clone(),
+        )),
     ];
     kinds.extend(extra_kinds.into_iter().map(|make| make(ctx.clone())));
     let timing = OutboxTiming {

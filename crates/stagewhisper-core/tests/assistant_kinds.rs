@@ -10,12 +10,12 @@ use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 use stagewhisper_core::answers::{ApiResult, ErrorDoc, JsonBody, Reply};
+use stagewhisper_core::assistants::kinds::incoming::LinkSettings;
 use stagewhisper_core::assistants::{
     AssistantContext, AssistantKind, Attempt, BoxFuture, CallbackRoutes, KindError, KindRoutes,
     Outgoing,
 };
 use stagewhisper_core::http::{self as swhttp, Resp};
-use stagewhisper_core::links::LinkSettings;
 use stagewhisper_core::protocol::{Callback, Status};
 use stagewhisper_core::{App, Config};
 use std::future::Future;

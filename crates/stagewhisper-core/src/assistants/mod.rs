@@ -7,17 +7,18 @@
 //!   says goes in through [`AssistantContext::submit`], the same entry point as
 //!   `POST /tasks/{task_id}`), the callback target, the data dir, shutdown, the clock, the
 //!   outbox's wake-ups and per-kind settings files.
-//! - [`outbox`]: the generic, durable outbox: the oldest pending entry, its task id recorded
+//! - [`delivery_queue`]: the generic, durable outbox: the oldest pending entry, its task id recorded
 //!   before the first attempt, retries with backoff under the same task id (also after a
 //!   restart), `sent` / `failed` recorded. It knows no transport.
 //! - `held`: entries a kind holds for a later send ([`Attempt::Held`]), settled by the kind.
 //! - [`Assistants`]: the manager (registered kinds, the active one, `PUT /api/assistant`).
 //! - [`providers`]: the data-only registry of kinds and the real peers they serve.
 //!
-//! The `incoming` kind (`POST /v1/incoming`) lives in [`crate::links`].
+//! The `incoming` kind (`POST /v1/incoming`) lives in [`crate::assistants::kinds::incoming`].
 
+pub mod delivery_queue;
 mod held;
-pub mod outbox;
+pub mod kinds;
 pub mod prelude;
 pub mod providers;
 pub mod state;
@@ -497,7 +498,7 @@ pub type KindFactory = Box<dyn FnOnce(Arc<AssistantContext>) -> Arc<dyn Assistan
 
 struct ManagerInner {
     ctx: Arc<AssistantContext>,
-    timing: outbox::OutboxTiming,
+    timing: delivery_queue::OutboxTiming,
     kinds: Vec<Arc<dyn AssistantKind>>,
     active: RwLock<Arc<dyn AssistantKind>>,
 }
@@ -514,7 +515,7 @@ impl Assistants {
     pub async fn start(
         ctx: Arc<AssistantContext>,
         kinds: Vec<Arc<dyn AssistantKind>>,
-        timing: outbox::OutboxTiming,
+        timing: delivery_queue::OutboxTiming,
     ) -> Self {
         let mut unique: Vec<Arc<dyn AssistantKind>> = Vec::new();
         for k in kinds {
@@ -548,8 +549,8 @@ impl Assistants {
         });
         let me = Assistants { inner };
         me.catch_up_preludes().await;
-        tokio::spawn(outbox::run(me.clone()));
-        tokio::spawn(outbox::watch_conversation(me.clone(), cursor));
+        tokio::spawn(delivery_queue::run(me.clone()));
+        tokio::spawn(delivery_queue::watch_conversation(me.clone(), cursor));
         me
     }
 
@@ -620,7 +621,7 @@ impl Assistants {
             .fold(KindRoutes::new(), |all, routes| all.merge(routes))
     }
 
-    pub(crate) fn timing(&self) -> outbox::OutboxTiming {
+    pub(crate) fn timing(&self) -> delivery_queue::OutboxTiming {
         self.inner.timing
     }
 

@@ -3,7 +3,9 @@
 //! worker ([`delivery`](super::delivery)) and the watch polls ([`watched`](super::watched)).
 
 use super::GatewayError;
-use crate::gateway::frames::{ChatHistoryParams, ErrorShape, History, Request, Response};
+use crate::assistants::kinds::openclaw_gateway::frames::{
+    ChatHistoryParams, ErrorShape, History, Request, Response,
+};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;

@@ -1,9 +1,9 @@
 //! The `incoming` assistant kind (the **direct relay**): any assistant that speaks
 //! `POST {base}/v1/incoming` (the Hermes adapter, the OpenClaw channel's `http` transport).
-//! It implements [`AssistantKind`]; the generic outbox ([`crate::assistants::outbox`]) owns
+//! It implements [`AssistantKind`]; the generic outbox ([`crate::assistants::delivery_queue`]) owns
 //! durability, this module only performs attempts:
 //!
-//! - [`outbox`]: one `POST /v1/incoming` per attempt — the body, the HTTP call, the answer's
+//! - [`attempt`]: one `POST /v1/incoming` per attempt — the body, the HTTP call, the answer's
 //!   classification (`202 accepted` / `in_flight` / `200 duplicate` delivered; connection
 //!   errors, 408/425/429/5xx retry; other 4xx fail with a code and a sentence), and the switch
 //!   to `GET /v1/events` when the assistant rejects the callback URL.
@@ -15,10 +15,10 @@
 //!   ([`crate::protocol::parse_callback`] then [`Conversation::submit`]), so dedupe makes
 //!   switching modes harmless.
 
+pub mod attempt;
 pub mod client;
 pub mod config;
 pub mod events;
-pub mod outbox;
 pub mod probe;
 pub mod sse;
 

@@ -1,5 +1,5 @@
 //! One delivery attempt of the `incoming` kind: `POST {base}/v1/incoming` (the generic outbox,
-//! [`crate::assistants::outbox`], picks the entry, keeps its task id and retries):
+//! [`crate::assistants::delivery_queue`], picks the entry, keeps its task id and retries):
 //! - connection errors, timeouts, 408/425/429/5xx: retry after (same task id);
 //! - `202 accepted`, `202 in_flight`, `200 duplicate` (and OpenClaw's idempotent replay):
 //!   delivered;
@@ -9,7 +9,7 @@
 use super::client::{self, Call, ClientError, Response};
 use super::config::{LinkConfig, Mode};
 use super::{Inner, StatusKind};
-use crate::assistants::outbox::transcript_text;
+use crate::assistants::delivery_queue::transcript_text;
 use crate::assistants::{Attempt, Outgoing};
 use crate::clock::fmt_time;
 use hyper::{Method, StatusCode};

@@ -3,7 +3,7 @@
 
 use super::worker::{End, Worker};
 use super::{HubEvent, Sent};
-use crate::hub::frames::{
+use crate::assistants::kinds::clawborrator::frames::{
     parse_hub_frame, ChatType, Event, EventClass, HubFrame, Resolution, Role, TailHook,
 };
 

@@ -2,8 +2,10 @@
 //! The fake checks every `connect` signature the way the gateway does.
 
 use super::*;
-use crate::gateway::frames::{parse_outbound, ConnectAuth, ConnectParams, Outbound, Request};
-use crate::gateway::identity::{verify, SignedFields};
+use crate::assistants::kinds::openclaw_gateway::frames::{
+    parse_outbound, ConnectAuth, ConnectParams, Outbound, Request,
+};
+use crate::assistants::kinds::openclaw_gateway::identity::{verify, SignedFields};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use std::sync::Mutex;

@@ -4,7 +4,7 @@
 use super::registry::{EntryState, Shared};
 use super::rpc::Rpc;
 use super::{GatewayError, HISTORY_LIMIT};
-use crate::gateway::frames::HistoryFinding;
+use crate::assistants::kinds::openclaw_gateway::frames::HistoryFinding;
 use std::collections::HashMap;
 use tokio::time::Instant;
 

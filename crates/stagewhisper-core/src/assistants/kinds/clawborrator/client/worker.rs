@@ -6,8 +6,8 @@ use super::{
     human, Command, HubError, HubEvent, HubHandle, HubSettings, HubStatus, HubUrl, Outgoing,
     Permissions, Sent, CHANNEL_OFFLINE, MEMORY,
 };
+use crate::assistants::kinds::clawborrator::frames::ClientFrame;
 use crate::http::Shutdown;
-use crate::hub::frames::ClientFrame;
 use bytes::Bytes;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};

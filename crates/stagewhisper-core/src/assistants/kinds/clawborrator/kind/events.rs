@@ -3,10 +3,10 @@
 //! the live call's chat, else the most recently used chat; insights to the call's Insights tab).
 
 use super::{Lane, Origin, Shared, KIND, STATE_KIND};
+use crate::assistants::kinds::clawborrator::client::{HubEvent, HubHandle, HubStatus};
+use crate::assistants::kinds::clawborrator::frames::Resolution;
 use crate::conversation::hash_hex;
 use crate::http::Shutdown;
-use crate::hub::client::{HubEvent, HubHandle, HubStatus};
-use crate::hub::frames::Resolution;
 use crate::protocol::{Callback, Status, INSIGHTS_PREFIX};
 use serde_json::json;
 use std::sync::Arc;

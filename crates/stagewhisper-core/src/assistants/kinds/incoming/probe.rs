@@ -3,9 +3,9 @@
 //! unreachable / misconfigured; once online, `GET /v1/events` is tried once to learn whether
 //! the no-callback fallback exists (Hermes: yes; OpenClaw 0.64: 404).
 
+use super::attempt::{assistant_error, status_said};
 use super::client::{self, Call, ClientError};
 use super::config::LinkConfig;
-use super::outbox::{assistant_error, status_said};
 use super::{Inner, StatusKind};
 use hyper::header::CONTENT_TYPE;
 use hyper::{Method, StatusCode};

@@ -3,7 +3,7 @@
 //! one frame during the handshake.
 
 use super::supervisor::Outcome;
-use crate::gateway::frames::{self, Inbound};
+use crate::assistants::kinds::openclaw_gateway::frames::{self, Inbound};
 use crate::net::connect::{self, ConnectError, Io};
 use futures_util::StreamExt;
 use std::time::Duration;

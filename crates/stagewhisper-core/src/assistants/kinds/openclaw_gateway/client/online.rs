@@ -8,7 +8,7 @@ use super::rpc::Rpc;
 use super::socket::{close_reason, Ws};
 use super::supervisor::{Outcome, Supervisor};
 use super::{Command, SendOutcome};
-use crate::gateway::frames::{self, ChatAbortParams, HelloOk, Inbound};
+use crate::assistants::kinds::openclaw_gateway::frames::{self, ChatAbortParams, HelloOk, Inbound};
 use futures_util::{SinkExt, StreamExt};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};

@@ -6,11 +6,11 @@ use super::online::Online;
 use super::socket::{next_inbound, open_socket, Ws};
 use super::supervisor::{Outcome, Supervisor};
 use super::{CLIENT_ID, CLIENT_MODE, ROLE, SCOPES};
-use crate::gateway::frames::{
+use crate::assistants::kinds::openclaw_gateway::frames::{
     Challenge, ClientInfo, ConnectAuth, ConnectParams, DeviceProof, ErrorShape, HelloOk, Inbound,
     Request, PROTOCOL,
 };
-use crate::gateway::identity::SignedFields;
+use crate::assistants::kinds::openclaw_gateway::identity::SignedFields;
 use futures_util::SinkExt;
 use serde_json::Value;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! behind a plain mutex, never held across an `await`.
 
 use super::GatewayEvent;
-use crate::gateway::frames::{self, AgentStream, ChatState};
+use crate::assistants::kinds::openclaw_gateway::frames::{self, AgentStream, ChatState};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use tokio::sync::mpsc;

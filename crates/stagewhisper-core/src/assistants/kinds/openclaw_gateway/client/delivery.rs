@@ -5,7 +5,7 @@
 use super::registry::{EntryState, Shared};
 use super::rpc::Rpc;
 use super::{watched, GatewayError, GatewayEvent, SendOutcome, HISTORY_LIMIT, WATCH_POLL};
-use crate::gateway::frames::{ChatSendParams, History, HistoryFinding};
+use crate::assistants::kinds::openclaw_gateway::frames::{ChatSendParams, History, HistoryFinding};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -35,7 +35,7 @@ use super::client::{
 use super::identity::DeviceTokenStore;
 use super::mapping::{self, Admit, RunKind, Runs};
 use super::recover;
-use crate::assistants::outbox::transcript_text;
+use crate::assistants::delivery_queue::transcript_text;
 use crate::assistants::prelude::DEFAULT_PRELUDE;
 use crate::assistants::{AssistantContext, AssistantKind, Attempt, BoxFuture, KindError, Outgoing};
 use crate::http::Shutdown;

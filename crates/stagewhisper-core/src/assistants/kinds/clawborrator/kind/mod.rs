@@ -545,7 +545,10 @@ impl AssistantKind for ClawborratorKind {
                             message: NO_INSIGHTS.to_string(),
                         };
                     }
-                    let line = crate::assistants::outbox::transcript_text(speaker.as_deref(), text);
+                    let line = crate::assistants::delivery_queue::transcript_text(
+                        speaker.as_deref(),
+                        text,
+                    );
                     self.prompt(Lane::Insights, line, |local| {
                         let mut r = shared.routes.lock().expect("routes lock");
                         r.last_call = Some(call_id.clone());

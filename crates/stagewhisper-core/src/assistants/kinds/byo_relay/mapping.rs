@@ -9,7 +9,7 @@ use super::jobs::{self, Job, NewJob};
 use super::kind::{ByoKind, Paired, CHAT_DEADLINE_MS, LIVE_DEADLINE_MS, SUMMARY_DEADLINE_MS};
 use super::pairing;
 use super::schema;
-use crate::assistants::outbox::transcript_text;
+use crate::assistants::delivery_queue::transcript_text;
 use crate::assistants::prelude::DEFAULT_PRELUDE;
 use crate::assistants::{Attempt, KindError, Outgoing};
 use crate::protocol::{Callback, Status};

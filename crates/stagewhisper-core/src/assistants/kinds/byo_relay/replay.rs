@@ -127,7 +127,7 @@ mod tests {
     //! On a real SQLite file, across a reopen; the vectors' replay-guard sequences with the
     //! crypto module (the guard checked before opening, as the plugin does).
     use super::*;
-    use crate::byo::crypto::{Dialect, Envelope, EnvelopeKey};
+    use crate::assistants::kinds::byo_relay::crypto::{Dialect, Envelope, EnvelopeKey};
     use crate::clock::ManualClock;
     use std::sync::Arc;
 
@@ -247,7 +247,7 @@ mod tests {
     /// Every step of the vectors' `replay_guard` sequences, with the outcome the plugin had.
     #[tokio::test]
     async fn the_vectors_replay_sequences() {
-        let v = crate::byo::crypto::tests::vectors();
+        let v = crate::assistants::kinds::byo_relay::crypto::tests::vectors();
         let rg = &v["replay_guard"];
         let find = |id: &str| {
             let e = v["envelopes"]

@@ -7,8 +7,8 @@ use super::{
     Command, GatewayError, GatewayEvent, GatewaySettings, GatewayStatus, LinkState, Pairing,
     SendOutcome, BACKOFF, WATCH_FOR,
 };
+use crate::assistants::kinds::openclaw_gateway::identity::{DeviceIdentity, DeviceTokenStore};
 use crate::backoff::Retries;
-use crate::gateway::identity::{DeviceIdentity, DeviceTokenStore};
 use crate::http::Shutdown;
 use std::sync::Arc;
 use std::time::Duration;
