@@ -500,6 +500,8 @@ struct ManagerInner {
     ctx: Arc<AssistantContext>,
     timing: delivery_queue::OutboxTiming,
     kinds: Vec<Arc<dyn AssistantKind>>,
+    /// What the list of kinds says about each registered one (same order as `kinds`).
+    infos: Vec<kinds::KindInfo>,
     active: RwLock<Arc<dyn AssistantKind>>,
 }
 
@@ -510,15 +512,18 @@ pub struct Assistants {
 }
 
 impl Assistants {
-    /// Registers `kinds` (the first with a given id wins), activates the saved one (absent or
-    /// unknown: `incoming`), and starts the outbox and the conversation watcher.
+    /// Registers `kinds`, each with what the list of kinds says about it (the first with a
+    /// given id wins), activates the saved one (absent or unknown: `incoming`), and starts the
+    /// outbox and the conversation watcher.
     pub async fn start(
         ctx: Arc<AssistantContext>,
-        kinds: Vec<Arc<dyn AssistantKind>>,
+        kinds: Vec<(kinds::KindInfo, Arc<dyn AssistantKind>)>,
         timing: delivery_queue::OutboxTiming,
     ) -> Self {
         let mut unique: Vec<Arc<dyn AssistantKind>> = Vec::new();
-        for k in kinds {
+        let mut infos = Vec::new();
+        for (info, k) in kinds {
+            debug_assert_eq!(info.id, k.kind(), "a kind's entry and its trait agree");
             if unique.iter().any(|u| u.kind() == k.kind()) {
                 tracing::warn!(
                     kind = k.kind(),
@@ -527,6 +532,7 @@ impl Assistants {
                 continue;
             }
             unique.push(k);
+            infos.push(info);
         }
         assert!(!unique.is_empty(), "at least one assistant kind");
         let saved = load_active(&ctx.data_dir);
@@ -545,6 +551,7 @@ impl Assistants {
             ctx,
             timing,
             kinds: unique,
+            infos,
             active: RwLock::new(active),
         });
         let me = Assistants { inner };
@@ -742,7 +749,16 @@ impl Assistants {
     /// `GET /api/providers`: the registry, with `available` true exactly for the registered
     /// kinds (a registered kind the registry does not describe is listed too).
     pub fn providers(&self) -> Value {
-        providers::for_registered(&self.kinds(), self.active().kind())
+        providers::for_registered(&self.inner.infos, self.active().kind())
+    }
+
+    /// `GET /api/assistant/kinds`: every kind of this app (the list's, then any other
+    /// registered one), the active one named.
+    pub fn kind_list(&self) -> kinds::KindList {
+        kinds::KindList {
+            active_kind: self.active().kind().to_string(),
+            kinds: providers::served_kinds(&self.inner.infos),
+        }
     }
 }
 

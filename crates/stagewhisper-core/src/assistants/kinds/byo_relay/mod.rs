@@ -12,6 +12,7 @@
 //!   [`schema`]: the jobs' payloads and response schemas.
 
 pub mod crypto;
+pub mod entry;
 pub mod replay;
 
 mod assistant;

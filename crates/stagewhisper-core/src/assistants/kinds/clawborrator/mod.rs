@@ -31,6 +31,7 @@
 //!   crate, written from the hub's AsyncAPI) and point `hub_url` at `FakeHub::url()`.
 
 pub mod client;
+pub mod entry;
 pub mod frames;
 pub mod kind;
 

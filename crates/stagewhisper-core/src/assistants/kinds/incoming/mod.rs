@@ -18,6 +18,7 @@
 pub mod attempt;
 pub mod client;
 pub mod config;
+pub mod entry;
 pub mod events;
 pub mod probe;
 pub mod sse;

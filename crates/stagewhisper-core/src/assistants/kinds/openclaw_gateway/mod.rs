@@ -16,6 +16,7 @@
 //! and the conversation dedupes finals by message id (`gw:<idempotency key>`).
 
 pub mod client;
+pub mod entry;
 pub mod frames;
 pub mod identity;
 pub mod kind;
