@@ -6,7 +6,7 @@ import { apiError, ListenControls } from './audio';
 import { listenOnStart } from './audiosettings';
 import { ChatView } from './chat';
 import { CallDetection } from './detect';
-import { canStop } from './kinds/gateway';
+import { canStop } from './kinds';
 import { DesktopSettings, toggleOverlay, type Invoke } from './desktop';
 import { dateTime, elapsedSince, h } from './dom';
 import { describeError, errorText } from './errors';

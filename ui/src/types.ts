@@ -133,6 +133,26 @@ export interface AssistantKindInfo {
   name: string;
   description: string;
   available: boolean;
+  /** Its settings (the keys of `PUT /api/assistant`); absent: an older core. */
+  settings?: KindSettingField[];
+  /** A running reply can be stopped; absent: an older core. */
+  can_stop?: boolean;
+}
+
+/** One settings field of a kind (the list of kinds, `GET /api/assistant/kinds`). */
+export interface KindSettingField {
+  name: string;
+  label: string;
+  input: 'text' | 'url' | 'secret' | 'multiline' | 'choice';
+  required: boolean;
+  hint: string;
+  choices: string[];
+}
+
+/** `GET /api/assistant/kinds`: the list of kinds, the active one named. */
+export interface KindList {
+  active_kind: string;
+  kinds: AssistantKindInfo[];
 }
 
 /** `GET /api/providers`. */
