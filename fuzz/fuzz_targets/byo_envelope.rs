@@ -1,4 +1,4 @@
-//! BYO relay envelopes (`byo::crypto`): what a plugin posts is read as an [`Envelope`] and
+//! BYO relay envelopes (`byo_relay::crypto`): what a plugin posts is read as an [`Envelope`] and
 //! opened; the desktop seals its own. Never panics, and:
 //! - an envelope read from JSON reads the same from its JSON written again;
 //! - its AAD, in both dialects, is JSON naming exactly the envelope's six AAD fields with

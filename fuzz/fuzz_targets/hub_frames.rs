@@ -1,4 +1,4 @@
-//! clawborrator hub `/cli` text frames (`hub::frames::parse_hub_frame`): never panics; a frame
+//! clawborrator hub `/cli` text frames (`clawborrator::frames::parse_hub_frame`): never panics; a frame
 //! reads the same from its JSON written again; an event's content key (the replay dedupe key)
 //! is the same for the same event.
 #![no_main]
