@@ -42,7 +42,6 @@ import type {
   Tunnel,
   Typing,
 } from './types';
-import { gatewayFields } from './kinds/gateway';
 import { MESSAGE_PAGE, MESSAGE_WINDOW, messagesPath } from './window';
 
 export type Change =
@@ -254,7 +253,6 @@ export function normAssistant(raw: unknown): Assistant | null {
     callback_url: str(raw.callback_url),
     last_error: isObj(le) ? { code: str(le.code) ?? '', message: str(le.message) ?? '', at: str(le.at) } : null,
     extra: raw,
-    ...gatewayFields(raw),
   };
 }
 

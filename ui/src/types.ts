@@ -72,7 +72,7 @@ export interface TranscriptTurn {
 export type AssistantStatus = 'not_configured' | 'checking' | 'online' | 'auth_failed' | 'unreachable' | 'misconfigured';
 export type AssistantMode = 'auto' | 'callback' | 'events';
 
-/** The gateway-only fields of the `GET /api/assistant` view (read by `kinds/gateway.ts`). */
+/** The gateway-only fields of the `GET /api/assistant` view (`kinds/gateway.ts` reads them from `extra`). */
 export interface GatewayFields {
   url?: string | null;
   session_key?: string | null;
@@ -82,7 +82,7 @@ export interface GatewayFields {
 }
 
 /** `GET /api/assistant`: the active assistant kind's configuration and status (`incoming`: the link). */
-export interface Assistant extends GatewayFields {
+export interface Assistant {
   /** The active kind (`incoming` = `POST /v1/incoming`). */
   kind: string;
   /** The assistant reports a version StageWhisper is not tested with (plain words), else null. */
