@@ -1,4 +1,4 @@
-//! BYO relay envelopes (`byo::crypto`): what a plugin posts is read as an [`Envelope`] and
+//! BYO relay envelopes (`byo_relay::crypto`): what a plugin posts is read as an [`Envelope`] and
 //! opened; the desktop seals its own. Never panics, and:
 //! - an envelope read from JSON reads the same from its JSON written again;
 //! - its AAD, in both dialects, is JSON naming exactly the envelope's six AAD fields with
@@ -10,7 +10,7 @@
 //!   `try_seal` and percent-encoded by `seal`, which still opens in both dialects.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use stagewhisper_core::byo::crypto::{Dialect, Envelope, EnvelopeKey, Meta, ROLE_PLUGIN};
+use stagewhisper_core::assistants::kinds::byo_relay::crypto::{Dialect, Envelope, EnvelopeKey, Meta, ROLE_PLUGIN};
 
 const DIALECTS: [Dialect; 2] = [Dialect::Hermes, Dialect::OpenClaw];
 

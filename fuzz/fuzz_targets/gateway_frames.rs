@@ -1,11 +1,11 @@
-//! OpenClaw Gateway WebSocket text frames (`gateway::frames`). What the gateway sends
+//! OpenClaw Gateway WebSocket text frames (`openclaw_gateway::frames`). What the gateway sends
 //! (`parse_inbound`) never panics, reads the same from its parsed value and from that value
 //! written again, and its payloads (`hello-ok`, `chat.history`) are read without panicking. What
 //! the client sends (`parse_outbound`, closed types) written back parses to the same request.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use stagewhisper_core::gateway::frames::{
+use stagewhisper_core::assistants::kinds::openclaw_gateway::frames::{
     parse_inbound, parse_inbound_value, parse_outbound, HelloOk, History, HistoryFinding, Inbound,
     Outbound, Request,
 };

@@ -1,9 +1,9 @@
-//! clawborrator hub `/cli` text frames (`hub::frames::parse_hub_frame`): never panics; a frame
+//! clawborrator hub `/cli` text frames (`clawborrator::frames::parse_hub_frame`): never panics; a frame
 //! reads the same from its JSON written again; an event's content key (the replay dedupe key)
 //! is the same for the same event.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use stagewhisper_core::hub::frames::{parse_hub_frame, HubFrame};
+use stagewhisper_core::assistants::kinds::clawborrator::frames::{parse_hub_frame, HubFrame};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

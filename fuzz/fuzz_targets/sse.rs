@@ -1,10 +1,10 @@
-//! The `/v1/events` SSE reader (`links::sse::SseParser`): bytes from the assistant, split into
+//! The `/v1/events` SSE reader (`incoming::sse::SseParser`): bytes from the assistant, split into
 //! body frames anywhere. Never panics; the events do not depend on where the frames were split
 //! (the same as the whole stream at once, and as one byte at a time); every event's data goes
-//! through what `links::events::ingest` reads before the conversation (task id, then the body).
+//! through what `incoming::events::ingest` reads before the conversation (task id, then the body).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use stagewhisper_core::links::sse::{SseEvent, SseParser};
+use stagewhisper_core::assistants::kinds::incoming::sse::{SseEvent, SseParser};
 use stagewhisper_core::protocol;
 
 fn feed_all(pieces: &[&[u8]]) -> Vec<SseEvent> {

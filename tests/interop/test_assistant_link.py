@@ -89,7 +89,7 @@ class App:
 
     def start(self) -> "App":
         env = {k: v for k, v in os.environ.items() if not k.startswith("STAGEWHISPER_")}
-        env["RUST_LOG"] = os.environ.get("SW_INTEROP_RUST_LOG", "info,stagewhisper_core::links=debug,sqlx=warn")
+        env["RUST_LOG"] = os.environ.get("SW_INTEROP_RUST_LOG", "info,stagewhisper_core::assistants::kinds::incoming=debug,sqlx=warn")
         if self.faults:
             env[FAULTS_ENV[0]] = FAULTS_ENV[1]
         log = open(self.log_path, "ab")

@@ -82,7 +82,7 @@ export interface TranscriptTurn extends WireBut<Schemas['TranscriptView'], 'id' 
 export type AssistantStatus = 'not_configured' | 'checking' | 'online' | 'auth_failed' | 'unreachable' | 'misconfigured';
 export type AssistantMode = Schemas['Mode'];
 
-/** The gateway-only fields of the `GET /api/assistant` view (read by `kinds/gateway.ts`). */
+/** The gateway-only fields of the `GET /api/assistant` view (`kinds/gateway.ts` reads them from `extra`). */
 export interface GatewayFields {
   url?: string | null;
   session_key?: string | null;
@@ -96,7 +96,7 @@ export interface GatewayFields {
  * link). The document describes the fields every kind has (`Assistant`); the rest are the
  * `incoming` link's and the gateway's (written here).
  */
-export interface Assistant extends GatewayFields, WireBut<Schemas['Assistant'], 'configured' | 'relay_token_set' | 'status' | 'mode' | 'delivery'> {
+export interface Assistant extends WireBut<Schemas['Assistant'], 'configured' | 'relay_token_set' | 'status' | 'mode' | 'delivery'> {
   /** The active kind (`incoming` = `POST /v1/incoming`). */
   kind: string;
   /** The assistant reports a version StageWhisper is not tested with (plain words), else null. */
@@ -143,6 +143,26 @@ export interface AssistantKindInfo {
   name: string;
   description: string;
   available: boolean;
+  /** Its settings (the keys of `PUT /api/assistant`); absent: an older core. */
+  settings?: KindSettingField[];
+  /** A running reply can be stopped; absent: an older core. */
+  can_stop?: boolean;
+}
+
+/** One settings field of a kind (the list of kinds, `GET /api/assistant/kinds`). */
+export interface KindSettingField {
+  name: string;
+  label: string;
+  input: 'text' | 'url' | 'secret' | 'multiline' | 'choice';
+  required: boolean;
+  hint: string;
+  choices: string[];
+}
+
+/** `GET /api/assistant/kinds`: the list of kinds, the active one named. */
+export interface KindList {
+  active_kind: string;
+  kinds: AssistantKindInfo[];
 }
 
 /** `GET /api/providers` (the document leaves the kinds and providers untyped: written here). */

@@ -5,7 +5,8 @@
 
 import { describe, expect, it } from 'vitest';
 import { AssistantSettings } from '../src/assistant';
-import { canStop, gatewayBody, gatewayErrorField, replyRunning, StopControl } from '../src/kinds/gateway';
+import { canStop } from '../src/kinds';
+import { gatewayBody, gatewayErrorField, gatewayFields, replyRunning, StopControl } from '../src/kinds/gateway';
 import { normAssistant } from '../src/store';
 import type { ApiResponse } from '../src/transport';
 import type { Message, Providers } from '../src/types';
@@ -105,8 +106,8 @@ describe('Settings → Assistant for the openclaw-gateway kind', () => {
     expect(canStop('openclaw-gateway')).toBe(true);
     expect(canStop('incoming')).toBe(false);
     const a = normAssistant(PAIRING)!;
-    expect(a.pairing).toEqual({ request_id: 'req-7', command: 'openclaw devices approve req-7' });
-    expect(normAssistant({ kind: 'incoming', status: 'online' })!.pairing).toBeNull();
+    expect(gatewayFields(a.extra).pairing).toEqual({ request_id: 'req-7', command: 'openclaw devices approve req-7' });
+    expect(gatewayFields(normAssistant({ kind: 'incoming', status: 'online' })!.extra).pairing).toBeNull();
   });
 });
 

@@ -11,7 +11,7 @@
 //! figure is the BYO path itself and not that pacing.
 
 use serde_json::{json, Value};
-use stagewhisper_core::byo::crypto::{
+use stagewhisper_core::assistants::kinds::byo_relay::crypto::{
     public_key_from_b64, Dialect, Envelope, EnvelopeKey, KeyPair, Meta,
 };
 use stagewhisper_core::{App, Config};

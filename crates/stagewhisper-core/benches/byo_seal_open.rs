@@ -6,7 +6,9 @@
 //!
 //! Each row is the median of `--rounds` rounds of `--secs` seconds each.
 
-use stagewhisper_core::byo::crypto::{content_type, Dialect, EnvelopeKey, KeyPair, Meta};
+use stagewhisper_core::assistants::kinds::byo_relay::crypto::{
+    content_type, Dialect, EnvelopeKey, KeyPair, Meta,
+};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

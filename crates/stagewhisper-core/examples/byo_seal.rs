@@ -8,7 +8,7 @@
 //! `EnvelopeKey::seal`, so AAD fields outside printable ASCII come out percent-encoded).
 
 use serde_json::Value;
-use stagewhisper_core::byo::crypto::{EnvelopeKey, Meta};
+use stagewhisper_core::assistants::kinds::byo_relay::crypto::{EnvelopeKey, Meta};
 use std::io::Read;
 
 fn main() {

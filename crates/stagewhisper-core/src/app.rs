@@ -2,15 +2,16 @@
 //! by the desktop shell alike.
 
 use crate::api::{ApiState, Assets, ControlApi};
-use crate::assistants::outbox::OutboxTiming;
+use crate::assistants::delivery_queue::OutboxTiming;
+use crate::assistants::kinds::incoming::LinkSettings;
+use crate::assistants::kinds::{ExtraKind, KindDeps, KindInfo, BUILT_IN};
 use crate::assistants::CallbackTarget;
-use crate::assistants::{AssistantContext, AssistantKind, Assistants, KindFactory};
+use crate::assistants::{AssistantContext, AssistantKind, Assistants};
 use crate::clock::{SharedClock, SystemClock};
 use crate::conversation::{Conversation, Settings};
 use crate::datadir::{DataDirLock, LockError};
 use crate::faults::Faults;
 use crate::http::{serve, AllowedHosts, Shutdown};
-use crate::links::{IncomingKind, LinkSettings};
 use crate::listener::{AuthGuard, CallbackListener};
 use crate::settings::{SettingsError, SettingsStore};
 use crate::store::{Durability, Store, StoreError};
@@ -44,10 +45,11 @@ pub struct Config {
     pub faults: Arc<Faults>,
     /// The optional tunnel's timing (and `NGROK_AUTHTOKEN`).
     pub tunnel: TunnelSettings,
-    /// Assistant kinds besides the built-in ones (`incoming`, `clawborrator`); the set is open.
-    pub extra_kinds: Vec<KindFactory>,
+    /// Assistant kinds besides the built-in ones ([`BUILT_IN`]): a test registers its own kind
+    /// here, with its entry's info; the set is open.
+    pub extra_kinds: Vec<ExtraKind>,
     /// The clawborrator hub link's timing (tests shorten it).
-    pub hub_timing: crate::hub::HubTiming,
+    pub hub_timing: crate::assistants::kinds::clawborrator::HubTiming,
     /// The audio pipeline (`stagewhisper-audio`), built once the core is up; `None`: the app
     /// cannot hear (the audio routes answer `503 audio_unavailable`).
     pub ears: Option<crate::audio::EarsFactory>,
@@ -70,7 +72,7 @@ impl Config {
             faults: Arc::new(Faults::from_env()),
             tunnel: TunnelSettings::from_env(),
             extra_kinds: Vec::new(),
-            hub_timing: crate::hub::HubTiming::default(),
+            hub_timing: crate::assistants::kinds::clawborrator::HubTiming::default(),
             ears: None,
             models: None,
         }
@@ -185,17 +187,19 @@ fn origin(addr: SocketAddr) -> String {
 /// Every assistant kind, the built-in ones first, behind the generic outbox.
 async fn start_assistants(
     ctx: Arc<AssistantContext>,
-    link: LinkSettings,
-    hub_timing: crate::hub::HubTiming,
-    extra_kinds: Vec<KindFactory>,
+    deps: KindDeps,
+    extra_kinds: Vec<ExtraKind>,
 ) -> Assistants {
-    let mut kinds: Vec<Arc<dyn AssistantKind>> = vec![
-        Arc::new(IncomingKind::start(ctx.clone(), link)),
-        Arc::new(crate::hub::ClawborratorKind::start(ctx.clone(), hub_timing)),
-        Arc::new(crate::gateway::GatewayKind::start(ctx.clone())),
-        Arc::new(crate::byo::kind::ByoKind::start(ctx.clone())),
-    ];
-    kinds.extend(extra_kinds.into_iter().map(|make| make(ctx.clone())));
+    let mut kinds: Vec<(KindInfo, Arc<dyn AssistantKind>)> = BUILT_IN
+        .iter()
+        .map(|e| (e.info.clone(), (e.start)(ctx.clone(), &deps)))
+        .collect();
+    kinds.extend(
+        extra_kinds
+            .into_iter()
+            .map(|k| (k.info, (k.start)(ctx.clone()))),
+    );
+    let link = deps.link;
     let timing = OutboxTiming {
         backoff_initial: link.backoff_initial,
         backoff_max: link.backoff_max,
@@ -336,7 +340,15 @@ impl App {
             shutdown.clone(),
         )
         .await;
-        let link = start_assistants(ctx, config.link, config.hub_timing, config.extra_kinds).await;
+        let link = start_assistants(
+            ctx,
+            KindDeps {
+                link: config.link,
+                hub_timing: config.hub_timing,
+            },
+            config.extra_kinds,
+        )
+        .await;
         let ears = config.ears.map(|make| {
             make(crate::audio::EarsContext {
                 conversation: conversation.clone(),

@@ -10,10 +10,9 @@
 //! - [`api`]: the control API + web UI for the browser and the desktop shell (its route table
 //!   names no assistant kind); [`answers`]: what every control route answers and reads;
 //! - [`assistants`]: one trait for every assistant kind (its own control routes included), the
-//!   generic outbox, the manager and the provider registry; [`links`]: the `incoming` kind
-//!   (`POST /v1/incoming`, status, `/v1/events` fallback);
+//!   generic outbox, the manager and the provider registry; [`assistants::kinds`]: one folder
+//!   per kind (`incoming`, `byo_relay`, `openclaw_gateway`, `clawborrator`);
 //! - [`net`]: outgoing connections (the one TCP/TLS connector);
-//! - [`byo`]: the BYO relay kind (end-to-end encrypted envelopes, replay guard);
 //! - [`audio`]: the seam to the audio pipeline (crate `stagewhisper-audio`): the routes' shapes,
 //!   the [`audio::Ears`] trait, and the one path a heard turn takes into the conversation;
 //! - [`transcript`]: transcript files (WebVTT, SRT, JSONL) and the replay client;
@@ -31,7 +30,6 @@ pub mod archive;
 pub mod assistants;
 pub mod audio;
 pub mod backoff;
-pub mod byo;
 pub mod clock;
 pub mod conns;
 pub mod conversation;
@@ -42,10 +40,7 @@ pub mod events;
 pub mod faults;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod gateway;
 pub mod http;
-pub mod hub;
-pub mod links;
 pub mod listener;
 pub mod mcp;
 pub mod model;

@@ -10,12 +10,13 @@ use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 use stagewhisper_core::answers::{ApiResult, ErrorDoc, JsonBody, Reply};
+use stagewhisper_core::assistants::kinds::incoming::LinkSettings;
+use stagewhisper_core::assistants::kinds::{ExtraKind, FieldInput, KindInfo, SettingField};
 use stagewhisper_core::assistants::{
     AssistantContext, AssistantKind, Attempt, BoxFuture, CallbackRoutes, KindError, KindRoutes,
     Outgoing,
 };
 use stagewhisper_core::http::{self as swhttp, Resp};
-use stagewhisper_core::links::LinkSettings;
 use stagewhisper_core::protocol::{Callback, Status};
 use stagewhisper_core::{App, Config};
 use std::future::Future;
@@ -26,6 +27,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const WAIT: Duration = Duration::from_secs(10);
 const TOY_KEY: &str = "toy-key-0123456789";
+
+/// What the list of kinds says about the toy: its name, its one settings field.
+const TOY_INFO: KindInfo = KindInfo {
+    settings: &[SettingField {
+        required: true,
+        hint: "What the toy is called.",
+        ..SettingField::new("name", "Toy name", FieldInput::Text)
+    }],
+    ..KindInfo::new("toy", "Toy assistant", "A toy kind, registered by a test.")
+};
 
 /// What the toy kind saw: every attempt, in order.
 type Seen = Arc<Mutex<Vec<Outgoing>>>;
@@ -223,8 +234,10 @@ fn fast_link() -> LinkSettings {
 async fn start_app(dir: &Path, seen: Seen, refuse_first: usize) -> App {
     let mut c = Config::new(dir.to_path_buf());
     c.link = fast_link();
-    c.extra_kinds
-        .push(Box::new(move |ctx: Arc<AssistantContext>| {
+    // The toy's line in the list of kinds, registered from this test alone.
+    c.extra_kinds.push(ExtraKind {
+        info: TOY_INFO,
+        start: Box::new(move |ctx: Arc<AssistantContext>| {
             let saved = ctx.load_settings("toy");
             Arc::new(Toy {
                 ctx,
@@ -233,7 +246,8 @@ async fn start_app(dir: &Path, seen: Seen, refuse_first: usize) -> App {
                 renames: Arc::default(),
                 refuse_first,
             }) as Arc<dyn AssistantKind>
-        }));
+        }),
+    });
     App::start(c).await.expect("app starts")
 }
 
@@ -674,4 +688,77 @@ async fn a_kind_adds_its_own_control_routes_in_the_tests_alone() {
     );
     assert!(doc["paths"]["/api/assistant/pairing"]["post"].is_object());
     assert!(doc["paths"]["/api/assistant/clawborrator/sessions"]["post"].is_object());
+}
+
+/// The one list of kinds, as `GET /api/assistant/kinds` serves it: the built-in kinds in their
+/// order with their names, settings fields and capabilities, then the toy this test registered
+/// (with its own entry, no change to the app), and `/api/providers` describes the same kinds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_of_kinds_is_served_with_a_test_kind_registered_from_the_test() {
+    let dir = tmp();
+    let app = start_app(dir.path(), Arc::default(), 0).await;
+    let (s, v) = api(&app, Method::GET, "/api/assistant/kinds", Value::Null).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["active_kind"], "incoming");
+    let kinds = v["kinds"].as_array().unwrap();
+    let ids: Vec<&str> = kinds.iter().map(|k| k["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        ["incoming", "byo", "openclaw-gateway", "clawborrator", "toy"]
+    );
+    let by_id = |id: &str| kinds.iter().find(|k| k["id"] == id).unwrap().clone();
+    assert_eq!(by_id("incoming")["name"], "Direct relay");
+    let fields = |id: &str| -> Vec<String> {
+        by_id(id)["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        fields("incoming"),
+        ["base_url", "relay_token", "mode", "prelude"]
+    );
+    assert_eq!(by_id("incoming")["settings"][1]["input"], "secret");
+    assert_eq!(
+        by_id("incoming")["settings"][2]["choices"],
+        json!(["auto", "callback", "events"])
+    );
+    assert!(fields("byo").is_empty(), "BYO pairs by a code");
+    assert_eq!(fields("openclaw-gateway"), ["url", "token", "session_key"]);
+    assert_eq!(by_id("openclaw-gateway")["can_stop"], true);
+    assert_eq!(by_id("clawborrator")["can_stop"], false);
+    let toy = by_id("toy");
+    assert_eq!(toy["name"], "Toy assistant");
+    assert_eq!(toy["available"], true);
+    assert_eq!(toy["settings"][0]["name"], "name");
+    assert_eq!(toy["settings"][0]["required"], true);
+
+    // The provider registry describes the same kinds, from the same list.
+    let (_, p) = api(&app, Method::GET, "/api/providers", Value::Null).await;
+    let names: Vec<(Value, Value)> = p["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["id"].clone(), k["name"].clone()))
+        .collect();
+    let listed: Vec<(Value, Value)> = kinds
+        .iter()
+        .map(|k| (k["id"].clone(), k["name"].clone()))
+        .collect();
+    assert_eq!(names, listed);
+
+    // Switching to the toy by its settings field; the list then names it active.
+    let (s, v) = api(
+        &app,
+        Method::PUT,
+        "/api/assistant",
+        json!({"kind": "toy", "name": "Tiny"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (_, v) = api(&app, Method::GET, "/api/assistant/kinds", Value::Null).await;
+    assert_eq!(v["active_kind"], "toy");
+    app.shutdown().await;
 }

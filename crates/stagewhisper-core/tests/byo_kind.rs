@@ -9,7 +9,9 @@
 
 use hyper::Method;
 use serde_json::{json, Value};
-use stagewhisper_core::byo::crypto::{Dialect, Envelope, EnvelopeKey, KeyPair, Meta};
+use stagewhisper_core::assistants::kinds::byo_relay::crypto::{
+    Dialect, Envelope, EnvelopeKey, KeyPair, Meta,
+};
 use stagewhisper_core::clock::ManualClock;
 use stagewhisper_core::events::Change;
 use stagewhisper_core::{App, Config};
@@ -280,9 +282,10 @@ async fn paired_plugin(app: &App) -> Plugin {
     assert_eq!(s, 201, "{code}");
     let (s, v, keys) = pair(app, code["code"].as_str().unwrap()).await;
     assert_eq!(s, 200, "{v}");
-    let desktop =
-        stagewhisper_core::byo::crypto::public_key_from_b64(v["byo_public_key"].as_str().unwrap())
-            .unwrap();
+    let desktop = stagewhisper_core::assistants::kinds::byo_relay::crypto::public_key_from_b64(
+        v["byo_public_key"].as_str().unwrap(),
+    )
+    .unwrap();
     Plugin {
         key: EnvelopeKey::derive(&keys, &desktop).unwrap(),
         integration_id: v["integration_id"].as_str().unwrap().to_string(),

@@ -8,7 +8,7 @@
 //! `gwctl.sh` that starts / stops the gateway and runs the `openclaw` CLI on its state dir) and
 //! `SW_OPENCLAW_BIN` (the openclaw entry point, for the record).
 
-use stagewhisper_core::gateway::{
+use stagewhisper_core::assistants::kinds::openclaw_gateway::{
     GatewayClient, GatewayEvent, GatewayHandle, GatewaySettings, LinkState, SendOutcome,
 };
 use stagewhisper_core::http::Shutdown;

@@ -4,12 +4,12 @@
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use stagewhisper_core::backoff::Backoff;
-use stagewhisper_core::http::Shutdown;
-use stagewhisper_core::hub::{
+use stagewhisper_core::assistants::kinds::clawborrator::{
     list_sessions, me, HubClient, HubEvent, HubHandle, HubSettings, HubStatus, HubTiming,
     Resolution, Role, Token, CHANNEL_OFFLINE,
 };
+use stagewhisper_core::backoff::Backoff;
+use stagewhisper_core::http::Shutdown;
 use stagewhisper_fake_hub::{FakeHub, FakeHubConfig, PromptAck};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

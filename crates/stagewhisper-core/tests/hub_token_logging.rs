@@ -3,11 +3,11 @@
 //! global subscriber. Runs against the conformance fake hub (the dev-only crate
 //! `stagewhisper-fake-hub`), not the real hub.
 
-use stagewhisper_core::backoff::Backoff;
-use stagewhisper_core::http::Shutdown;
-use stagewhisper_core::hub::{
+use stagewhisper_core::assistants::kinds::clawborrator::{
     list_sessions, me, HubClient, HubEvent, HubSettings, HubTiming, Token,
 };
+use stagewhisper_core::backoff::Backoff;
+use stagewhisper_core::http::Shutdown;
 use stagewhisper_fake_hub::{FakeHub, FakeHubConfig};
 use std::io::Write;
 use std::sync::{Arc, Mutex};

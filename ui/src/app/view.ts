@@ -2,7 +2,7 @@
 // (The shell is one class in layers: base.ts → data.ts → links.ts → actions.ts → view.ts → bar.ts → ../app.ts.)
 
 import { waitingReason } from '../assistant';
-import { canStop } from '../kinds/gateway';
+import { canStop } from '../kinds';
 import { needsFirstRun } from '../firstrun';
 import { insightsNotice } from '../kinds/clawborrator';
 import { type Change } from '../store';

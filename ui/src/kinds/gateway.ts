@@ -15,13 +15,6 @@ import type { Assistant, GatewayFields, Message } from '../types';
 
 export const GATEWAY_KIND = 'openclaw-gateway';
 
-/** Kinds whose replies can be stopped (`POST /api/sessions/{id}/stop`). */
-const KINDS_WITH_STOP = new Set([GATEWAY_KIND]);
-
-export function canStop(kind: string | null | undefined): boolean {
-  return !!kind && KINDS_WITH_STOP.has(kind);
-}
-
 const s = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 
 /** Reads the gateway fields of a raw view (absent for other kinds). */
@@ -162,7 +155,7 @@ export class GatewaySettings {
 
     const copyBtn = h('button', { class: 'btn btn-small', type: 'button', id: 'gateway-pairing-copy', 'aria-label': 'Copy the approval command' }, 'Copy');
     copyBtn.addEventListener('click', async () => {
-      const ok = await copyText(this.a?.pairing?.command ?? '');
+      const ok = await copyText(this.a ? (gatewayFields(this.a.extra).pairing?.command ?? '') : '');
       copyBtn.textContent = ok ? 'Copied' : 'Copy failed';
       setTimeout(() => (copyBtn.textContent = 'Copy'), 1500);
     });
@@ -193,15 +186,16 @@ export class GatewaySettings {
   render(a: Assistant | null): void {
     this.a = a;
     const mine = a?.kind === GATEWAY_KIND;
-    if (!this.dirty.has('url')) this.url.value = mine ? (a?.url ?? '') : '';
-    if (!this.dirty.has('session_key')) this.sessionKey.value = mine ? (a?.session_key ?? '') : '';
+    const g = mine && a ? gatewayFields(a.extra) : null;
+    if (!this.dirty.has('url')) this.url.value = g?.url ?? '';
+    if (!this.dirty.has('session_key')) this.sessionKey.value = g?.session_key ?? '';
     if (!this.dirty.has('token')) this.token.value = '';
-    const pairing = mine && a?.status === 'pairing_required' ? a.pairing : null;
+    const pairing = a?.status === 'pairing_required' ? g?.pairing : null;
     this.pairing.hidden = !pairing;
     this.pairingCmd.textContent = pairing?.command ?? '';
     const bits: string[] = [];
-    if (mine && a?.server_version) bits.push(`OpenClaw ${a.server_version}`);
-    if (mine && a?.device_id) bits.push(`device ${a.device_id.slice(0, 12)}…`);
+    if (g?.server_version) bits.push(`OpenClaw ${g.server_version}`);
+    if (g?.device_id) bits.push(`device ${g.device_id.slice(0, 12)}…`);
     this.info.textContent = bits.join(' · ');
     this.info.hidden = bits.length === 0;
   }

@@ -3,7 +3,6 @@
 
 import type { Assistant, Delivery, DeliveryError, Insight, Message, MessageKind, PermissionState, Session, SwEvent, TranscriptTurn, Tunnel, Typing } from '../types';
 import type { Conversation } from '../store';
-import { gatewayFields } from '../kinds/gateway';
 
 export const INSIGHTS_PREFIX = 'insights:';
 
@@ -126,7 +125,6 @@ export function normAssistant(raw: unknown): Assistant | null {
     callback_url: str(raw.callback_url),
     last_error: isObj(le) ? { code: str(le.code) ?? '', message: str(le.message) ?? '', at: str(le.at) } : null,
     extra: raw,
-    ...gatewayFields(raw),
   };
 }
 

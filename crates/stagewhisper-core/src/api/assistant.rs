@@ -7,11 +7,13 @@
 //! | `GET /api/assistant` | `200 {kind, status, detail, …}` (the active kind's view) |
 //! | `PUT /api/assistant` `{kind?, …the kind's settings}` | `200` the same view, after a first check |
 //! | `GET /api/providers` | `200 {active_kind, kinds, providers}` (the provider registry) |
+//! | `GET /api/assistant/kinds` | `200 {active_kind, kinds}` (the list of kinds: names, settings fields, capabilities) |
 //! | `DELETE /api/assistant` | `200` the view (`not_configured`) |
 //! | `POST /api/assistant/check` | `200` the view, after checking now |
 
 use super::ApiState;
 use crate::answers::{ApiError, ApiResult, ErrorDoc, JsonBody, Reply};
+use crate::assistants::kinds::{KindInfo, KindList};
 use crate::model::double_option;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -27,6 +29,7 @@ pub fn routes() -> OpenApiRouter<Arc<ApiState>> {
         .routes(routes!(get_assistant, put_assistant, delete_assistant))
         .routes(routes!(check_assistant))
         .routes(routes!(get_providers))
+        .routes(routes!(get_kinds))
 }
 
 /// `PUT /api/assistant`: `kind` picks the assistant kind (absent: `incoming`); the other fields
@@ -100,7 +103,8 @@ pub struct AssistantDoc {
 #[schema(as = Providers)]
 pub struct ProvidersDoc {
     pub active_kind: String,
-    pub kinds: Vec<serde_json::Value>,
+    /// The list of kinds (the same entries as `GET /api/assistant/kinds`).
+    pub kinds: Vec<KindInfo>,
     pub providers: Vec<serde_json::Value>,
 }
 
@@ -116,6 +120,14 @@ async fn get_assistant(State(api): St) -> ApiResult {
     responses((status = 200, body = ProvidersDoc)))]
 async fn get_providers(State(api): St) -> ApiResult {
     Ok(Reply::ok(api.link.providers()))
+}
+
+/// Every assistant kind of this app (the one list the app starts them from): id, name, the
+/// settings fields of `PUT /api/assistant`, what it can do; the active one named.
+#[utoipa::path(get, path = "/api/assistant/kinds", tag = "assistant",
+    responses((status = 200, body = KindList)))]
+async fn get_kinds(State(api): St) -> ApiResult {
+    Ok(Reply::ok(api.link.kind_list()))
 }
 
 /// Picks the assistant kind and saves its settings, checks them, and answers the resulting view.

@@ -541,6 +541,7 @@ mod tests {
             "DELETE /api/assistant",
             "POST /api/assistant/check",
             "GET /api/providers",
+            "GET /api/assistant/kinds",
             "POST /api/calls/{session_id}/transcript",
             "GET /api/calls/{session_id}/transcript",
             "POST /api/calls/{session_id}/summarise",

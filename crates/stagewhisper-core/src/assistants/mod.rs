@@ -8,17 +8,18 @@
 //!   `POST /tasks/{task_id}`), the callback target, the data dir, shutdown, the clock, the
 //!   outbox's wake-ups and per-kind settings (the settings store's `assistants` section,
 //!   [`settings`]) and state files.
-//! - [`outbox`]: the generic, durable outbox: the oldest pending entry, its task id recorded
+//! - [`delivery_queue`]: the generic, durable outbox: the oldest pending entry, its task id recorded
 //!   before the first attempt, retries with backoff under the same task id (also after a
 //!   restart), `sent` / `failed` recorded. It knows no transport.
 //! - `held`: entries a kind holds for a later send ([`Attempt::Held`]), settled by the kind.
 //! - [`Assistants`]: the manager (registered kinds, the active one, `PUT /api/assistant`).
 //! - [`providers`]: the data-only registry of kinds and the real peers they serve.
 //!
-//! The `incoming` kind (`POST /v1/incoming`) lives in [`crate::links`].
+//! The `incoming` kind (`POST /v1/incoming`) lives in [`crate::assistants::kinds::incoming`].
 
+pub mod delivery_queue;
 mod held;
-pub mod outbox;
+pub mod kinds;
 pub mod prelude;
 pub mod providers;
 pub mod settings;
@@ -535,8 +536,10 @@ pub type KindFactory = Box<dyn FnOnce(Arc<AssistantContext>) -> Arc<dyn Assistan
 
 struct ManagerInner {
     ctx: Arc<AssistantContext>,
-    timing: outbox::OutboxTiming,
+    timing: delivery_queue::OutboxTiming,
     kinds: Vec<Arc<dyn AssistantKind>>,
+    /// What the list of kinds says about each registered one (same order as `kinds`).
+    infos: Vec<kinds::KindInfo>,
     active: RwLock<Arc<dyn AssistantKind>>,
 }
 
@@ -547,15 +550,18 @@ pub struct Assistants {
 }
 
 impl Assistants {
-    /// Registers `kinds` (the first with a given id wins), activates the saved one (absent or
-    /// unknown: `incoming`), and starts the outbox and the conversation watcher.
+    /// Registers `kinds`, each with what the list of kinds says about it (the first with a
+    /// given id wins), activates the saved one (absent or unknown: `incoming`), and starts the
+    /// outbox and the conversation watcher.
     pub async fn start(
         ctx: Arc<AssistantContext>,
-        kinds: Vec<Arc<dyn AssistantKind>>,
-        timing: outbox::OutboxTiming,
+        kinds: Vec<(kinds::KindInfo, Arc<dyn AssistantKind>)>,
+        timing: delivery_queue::OutboxTiming,
     ) -> Self {
         let mut unique: Vec<Arc<dyn AssistantKind>> = Vec::new();
-        for k in kinds {
+        let mut infos = Vec::new();
+        for (info, k) in kinds {
+            debug_assert_eq!(info.id, k.kind(), "a kind's entry and its trait agree");
             if unique.iter().any(|u| u.kind() == k.kind()) {
                 tracing::warn!(
                     kind = k.kind(),
@@ -564,6 +570,7 @@ impl Assistants {
                 continue;
             }
             unique.push(k);
+            infos.push(info);
         }
         assert!(!unique.is_empty(), "at least one assistant kind");
         let saved = ctx
@@ -586,12 +593,13 @@ impl Assistants {
             ctx,
             timing,
             kinds: unique,
+            infos,
             active: RwLock::new(active),
         });
         let me = Assistants { inner };
         me.catch_up_preludes().await;
-        tokio::spawn(outbox::run(me.clone()));
-        tokio::spawn(outbox::watch_conversation(me.clone(), cursor));
+        tokio::spawn(delivery_queue::run(me.clone()));
+        tokio::spawn(delivery_queue::watch_conversation(me.clone(), cursor));
         me
     }
 
@@ -662,7 +670,7 @@ impl Assistants {
             .fold(KindRoutes::new(), |all, routes| all.merge(routes))
     }
 
-    pub(crate) fn timing(&self) -> outbox::OutboxTiming {
+    pub(crate) fn timing(&self) -> delivery_queue::OutboxTiming {
         self.inner.timing
     }
 
@@ -790,7 +798,16 @@ impl Assistants {
     /// `GET /api/providers`: the registry, with `available` true exactly for the registered
     /// kinds (a registered kind the registry does not describe is listed too).
     pub fn providers(&self) -> Value {
-        providers::for_registered(&self.kinds(), self.active().kind())
+        providers::for_registered(&self.inner.infos, self.active().kind())
+    }
+
+    /// `GET /api/assistant/kinds`: every kind of this app (the list's, then any other
+    /// registered one), the active one named.
+    pub fn kind_list(&self) -> kinds::KindList {
+        kinds::KindList {
+            active_kind: self.active().kind().to_string(),
+            kinds: providers::served_kinds(&self.inner.infos),
+        }
     }
 }
 

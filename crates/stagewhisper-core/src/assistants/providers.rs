@@ -1,21 +1,12 @@
 //! The provider registry (data only): every assistant kind, and every real peer each kind
 //! serves, with how to install and set it up, the peer versions StageWhisper is tested with
 //! and the versions known to be bad. `GET /api/providers` serves it; Settings → Assistant is
-//! built from it.
+//! built from it. The kinds are the list's ([`super::kinds::BUILT_IN`]); this file adds the peers.
 
+pub use super::kinds::KindInfo;
+use super::kinds::BUILT_IN;
 use serde::Serialize;
 use serde_json::{json, Value};
-
-/// An assistant kind (a transport).
-#[derive(Debug, Clone, Serialize)]
-pub struct KindInfo {
-    pub id: &'static str,
-    pub name: &'static str,
-    /// Plain words: how the app reaches the assistant.
-    pub description: &'static str,
-    /// Implemented in this version (the UI shows the others as coming, not selectable).
-    pub available: bool,
-}
 
 /// A peer version StageWhisper is tested with.
 #[derive(Debug, Clone, Serialize)]
@@ -193,37 +184,10 @@ static PROVIDERS: &[Provider] = &[
     },
 ];
 
-static KINDS: &[KindInfo] = &[
-    KindInfo {
-        id: "incoming",
-        name: "Direct relay",
-        description: "The app and your assistant (Hermes Agent with the StageWhisper adapter, or OpenClaw with the StageWhisper channel) talk over this computer's loopback. Choose it when the assistant runs on this computer.",
-        available: true,
-    },
-    KindInfo {
-        id: "byo",
-        name: "BYO relay",
-        description: "Your assistant's StageWhisper plugin pairs with this app by a code and reaches it through an end-to-end encrypted relay. Choose it when the assistant runs on another machine.",
-        available: true,
-    },
-    KindInfo {
-        id: "openclaw-gateway",
-        name: "OpenClaw Gateway",
-        description: "The app talks to any OpenClaw install through its Gateway, with nothing installed into OpenClaw. Choose it when you run OpenClaw and want no plugin.",
-        available: true,
-    },
-    KindInfo {
-        id: "clawborrator",
-        name: "clawborrator hub",
-        description: "The app joins a Claude Code session you run through a clawborrator hub: its answers, and its permission requests for you to allow or deny. Choose it when your assistant is Claude Code.",
-        available: true,
-    },
-];
-
 /// The static registry (`available` as implemented in this version).
 pub fn registry() -> Registry {
     Registry {
-        kinds: KINDS.to_vec(),
+        kinds: BUILT_IN.iter().map(|e| e.info.clone()).collect(),
         providers: PROVIDERS.to_vec(),
     }
 }
@@ -233,34 +197,40 @@ pub fn provider(id: &str) -> Option<&'static Provider> {
     PROVIDERS.iter().find(|p| p.id == id)
 }
 
-/// The registry as served: `available` is true exactly for the kinds registered in this app;
-/// a registered kind the registry does not describe is listed with its id as its name.
-pub fn for_registered(registered: &[&str], active: &str) -> Value {
+/// The registry as served: `available` is true exactly for the `registered` kinds of this
+/// app; a registered kind the list does not have (a test's) is listed with its own info.
+pub fn for_registered(registered: &[KindInfo], active: &str) -> Value {
     let r = registry();
-    let mut kinds: Vec<Value> = r
-        .kinds
-        .iter()
-        .map(|k| {
-            let mut v = serde_json::to_value(k).expect("serializable");
-            v["available"] = json!(registered.contains(&k.id));
-            v
-        })
-        .collect();
-    for id in registered {
-        if !r.kinds.iter().any(|k| k.id == *id) {
-            kinds.push(json!({"id": id, "name": id, "description": "", "available": true}));
-        }
-    }
+    let ids: Vec<&str> = registered.iter().map(|k| k.id).collect();
+    let kinds = served_kinds(registered);
     let providers: Vec<Value> = r
         .providers
         .iter()
         .map(|p| {
             let mut v = serde_json::to_value(p).expect("serializable");
-            v["available"] = json!(registered.contains(&p.kind));
+            v["available"] = json!(ids.contains(&p.kind));
             v
         })
         .collect();
     json!({"active_kind": active, "kinds": kinds, "providers": providers})
+}
+
+/// The kinds as served: the built-in ones in their order (`available` when registered), then
+/// the other registered ones.
+pub fn served_kinds(registered: &[KindInfo]) -> Vec<KindInfo> {
+    let mut kinds: Vec<KindInfo> = BUILT_IN
+        .iter()
+        .map(|e| KindInfo {
+            available: registered.iter().any(|k| k.id == e.info.id),
+            ..e.info.clone()
+        })
+        .collect();
+    for k in registered {
+        if !kinds.iter().any(|b| b.id == k.id) {
+            kinds.push(k.clone());
+        }
+    }
+    kinds
 }
 
 /// A plain-words warning when `version` of `package` (as the peer reports it) is not one
@@ -336,7 +306,13 @@ mod tests {
 
     #[test]
     fn served_registry_marks_registered_kinds_available() {
-        let v = for_registered(&["incoming", "toy"], "toy");
+        let toy = KindInfo::new("toy", "Toy", "");
+        let incoming = super::super::kinds::built_in("incoming")
+            .unwrap()
+            .info
+            .clone();
+        let byo = super::super::kinds::built_in("byo").unwrap().info.clone();
+        let v = for_registered(&[incoming.clone(), toy], "toy");
         assert_eq!(v["active_kind"], "toy");
         let kinds = v["kinds"].as_array().unwrap();
         assert!(kinds
@@ -345,7 +321,7 @@ mod tests {
         assert!(kinds
             .iter()
             .any(|k| k["id"] == "byo" && k["available"] == false));
-        let v = for_registered(&["incoming", "byo"], "byo");
+        let v = for_registered(&[incoming, byo], "byo");
         assert!(v["kinds"]
             .as_array()
             .unwrap()

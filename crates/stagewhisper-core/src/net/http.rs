@@ -1,8 +1,8 @@
 //! The one set-up of the app's outgoing HTTP requests (reqwest on hyper): the loopback
-//! assistant's client ([`crate::links::client`]), the probe through a tunnel's public origin
-//! ([`crate::tunnel::external`]), the clawborrator hub's REST reads ([`crate::hub`]), and in
-//! the audio crate the OpenAI-compatible speech engine and the model downloads (on the shared
-//! runtime of [`crate::net::blocking`]).
+//! assistant's client ([`crate::assistants::kinds::incoming::client`]), the probe through a
+//! tunnel's public origin ([`crate::tunnel::external`]), the clawborrator hub's REST reads
+//! ([`crate::assistants::kinds::clawborrator`]), and in the audio crate the OpenAI-compatible
+//! speech engine and the model downloads (on the shared runtime of [`crate::net::blocking`]).
 //!
 //! Every request goes out on a fresh HTTP/1.1 connection (a handful of requests a minute needs
 //! no pool), straight to its host (no proxy from the environment: the loopback assistant and

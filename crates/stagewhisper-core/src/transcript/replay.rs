@@ -6,7 +6,7 @@
 //! `ui_token` files (written by the app at start-up).
 
 use super::{load, Cue, Format, LoadError};
-use crate::links::client::{self, Call, Endpoint, Timeouts};
+use crate::assistants::kinds::incoming::client::{self, Call, Endpoint, Timeouts};
 use crate::tokens::UI_TOKEN_FILE;
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
