@@ -7,7 +7,7 @@ use crate::assistants::CallbackRouter;
 use crate::guard::{AuthGuard, Bearer, BearerPolicy, Check, CheckLayer};
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
-use axum::routing::{get, post, MethodRouter};
+use axum::routing::{get, post};
 use axum::Router;
 use hyper::header::HeaderMap;
 
@@ -28,127 +28,126 @@ pub fn router(kind: ByoKind) -> CallbackRouter {
 }
 
 /// One dialect's routes: `pair/complete` open to anyone (the one-use code is its check), the
-/// rest behind the paired integration's relay token.
+/// rest behind the paired integration's relay token. A method a route does not take answers
+/// what an unknown path under it would (`404`), as the plugins expect.
 fn dialect_routes(relay: Relay) -> Router {
     let nf = || async { not_found() };
-    let post_only = |r: MethodRouter<Relay>| r.fallback(nf);
-    let per_integration = |r: MethodRouter<Relay>| r.fallback(|| async { unknown_integration() });
-    let paired =
-        Router::new()
-            .route(
-                "/integrations/{id}/stream",
-                per_integration(get(
-                    |State(r): State<Relay>, Path(id): Path<String>| async move {
-                        match r.integration_ok(&id) {
-                            true => r.stream().await,
-                            false => unknown_integration().into_response(),
-                        }
-                    },
-                )),
-            )
-            .route(
-                "/integrations/{id}/heartbeat",
-                per_integration(post(
-                    |State(r): State<Relay>, Path(id): Path<String>, body: Bytes| async move {
-                        match r.integration_ok(&id) {
-                            true => r.heartbeat(&body),
-                            false => unknown_integration(),
-                        }
-                    },
-                )),
-            )
-            .route(
-                "/integrations/{id}/test-reply",
-                per_integration(post(
-                    |State(r): State<Relay>, Path(id): Path<String>, body: Bytes| async move {
-                        match r.integration_ok(&id) {
-                            true => r.test_reply(&body, r.kind.now_ms()).await,
-                            false => unknown_integration(),
-                        }
-                    },
-                )),
-            )
-            .route(
-                "/reasoning-jobs/{job_id}",
-                post_only(get(
-                    |State(r): State<Relay>, Path(job): Path<String>| async move {
-                        r.fetch_job(&job).await
-                    },
-                )),
-            )
-            .route(
-                "/reasoning-jobs/{job_id}/complete",
-                post_only(post(
-                    |State(r): State<Relay>,
-                     Path(job): Path<String>,
-                     headers: HeaderMap,
-                     body: Bytes| async move {
-                        r.complete_request(&headers, &job, &body).await
-                    },
-                )),
-            )
-            .route(
-                "/chat/messages/{id}/reply",
-                post_only(post(
-                    |State(r): State<Relay>, Path(id): Path<String>, body: Bytes| async move {
-                        match json_body(&body) {
-                            Ok(b) => r.chat_reply(&id, &b).await,
-                            Err(refused) => refused,
-                        }
-                    },
-                )),
-            )
-            .route(
-                "/chat/messages/{id}/reply/start",
-                post_only(post(
-                    |State(r): State<Relay>, Path(id): Path<String>| async move {
-                        r.chat_start(&id).await
-                    },
-                )),
-            )
-            .route(
-                "/chat/messages/{id}/reply/{step}",
-                post_only(post(
-                    |State(r): State<Relay>,
-                     Path((id, step)): Path<(String, String)>,
-                     body: Bytes| async move {
-                        if step != "delta" && step != "complete" {
-                            return not_found();
-                        }
-                        match json_body(&body) {
-                            Ok(b) => r.chat_plain(&id, &step, &b).await,
-                            Err(refused) => refused,
-                        }
-                    },
-                )),
-            )
-            .route(
-                "/tasks/{task}/{what}",
-                post_only(post(|Path((_, what)): Path<(String, String)>| async move {
-                    match what.as_str() {
-                        "status" | "reply" => ok(json!({"ok": true})),
-                        _ => not_found(),
-                    }
-                })),
-            )
-            .fallback(|uri: hyper::Uri| async move {
-                // Anything under `integrations/` names an integration this desktop does not have
-                // (the path here is the one under the prefix).
-                match uri.path().starts_with("/integrations/") {
-                    true => unknown_integration(),
-                    false => not_found(),
-                }
-            })
-            .layer(CheckLayer(Bearer(Arc::new(relay.kind.clone()))))
-            .layer(CheckLayer(IsPaired(relay.kind.clone())));
+    let unknown = || async { unknown_integration() };
+    let paired = Router::new()
+        .route("/integrations/{id}/stream", get(stream).fallback(unknown))
+        .route(
+            "/integrations/{id}/heartbeat",
+            post(heartbeat).fallback(unknown),
+        )
+        .route(
+            "/integrations/{id}/test-reply",
+            post(test_reply).fallback(unknown),
+        )
+        .route("/reasoning-jobs/{job_id}", get(fetch_job).fallback(nf))
+        .route(
+            "/reasoning-jobs/{job_id}/complete",
+            post(complete).fallback(nf),
+        )
+        .route("/chat/messages/{id}/reply", post(chat_reply).fallback(nf))
+        .route(
+            "/chat/messages/{id}/reply/start",
+            post(chat_start).fallback(nf),
+        )
+        .route(
+            "/chat/messages/{id}/reply/{step}",
+            post(chat_step).fallback(nf),
+        )
+        .route("/tasks/{task}/{what}", post(task_ack).fallback(nf))
+        .fallback(|uri: hyper::Uri| async move {
+            // Anything under `integrations/` names an integration this desktop does not have
+            // (the path here is the one under the prefix).
+            if uri.path().starts_with("/integrations/") {
+                unknown_integration()
+            } else {
+                not_found()
+            }
+        })
+        .layer(CheckLayer(Bearer(Arc::new(relay.kind.clone()))))
+        .layer(CheckLayer(IsPaired(relay.kind.clone())));
     Router::new()
         .route(
             "/pair/complete",
-            post(|State(r): State<Relay>, body: Bytes| async move { r.pair(r.dialect, &body) })
-                .fallback(|| async { method_not_allowed() }),
+            post(pair).fallback(|| async { method_not_allowed() }),
         )
         .merge(paired)
         .with_state(relay)
+}
+
+type Id = Path<String>;
+
+async fn pair(State(r): State<Relay>, body: Bytes) -> Resp {
+    r.pair(r.dialect, &body)
+}
+
+async fn stream(State(r): State<Relay>, Path(id): Id) -> axum::response::Response {
+    if r.integration_ok(&id) {
+        r.stream().await
+    } else {
+        unknown_integration().into_response()
+    }
+}
+
+async fn heartbeat(State(r): State<Relay>, Path(id): Id, body: Bytes) -> Resp {
+    if r.integration_ok(&id) {
+        r.heartbeat(&body)
+    } else {
+        unknown_integration()
+    }
+}
+
+async fn test_reply(State(r): State<Relay>, Path(id): Id, body: Bytes) -> Resp {
+    if r.integration_ok(&id) {
+        r.test_reply(&body, r.kind.now_ms()).await
+    } else {
+        unknown_integration()
+    }
+}
+
+async fn fetch_job(State(r): State<Relay>, Path(job): Id) -> Resp {
+    r.fetch_job(&job).await
+}
+
+async fn complete(State(r): State<Relay>, Path(job): Id, headers: HeaderMap, body: Bytes) -> Resp {
+    r.complete_request(&headers, &job, &body).await
+}
+
+async fn chat_reply(State(r): State<Relay>, Path(id): Id, body: Bytes) -> Resp {
+    match json_body(&body) {
+        Ok(b) => r.chat_reply(&id, &b).await,
+        Err(refused) => refused,
+    }
+}
+
+async fn chat_start(State(r): State<Relay>, Path(id): Id) -> Resp {
+    r.chat_start(&id).await
+}
+
+/// `reply/delta` and `reply/complete` of the plain chat flow.
+async fn chat_step(
+    State(r): State<Relay>,
+    Path((id, step)): Path<(String, String)>,
+    body: Bytes,
+) -> Resp {
+    if step != "delta" && step != "complete" {
+        return not_found();
+    }
+    match json_body(&body) {
+        Ok(b) => r.chat_plain(&id, &step, &b).await,
+        Err(refused) => refused,
+    }
+}
+
+/// `tasks/{task}/status|reply`: acknowledged (the desktop has nothing to do with them).
+async fn task_ack(Path((_, what)): Path<(String, String)>) -> Resp {
+    match what.as_str() {
+        "status" | "reply" => ok(json!({"ok": true})),
+        _ => not_found(),
+    }
 }
 
 fn not_found() -> Resp {
