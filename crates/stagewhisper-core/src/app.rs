@@ -11,7 +11,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::conversation::{Conversation, Settings};
 use crate::datadir::{DataDirLock, LockError};
 use crate::faults::Faults;
-use crate::http::{serve, AllowedHosts, Shutdown};
+use crate::http::{serve, serve_service, AllowedHosts, Shutdown};
 use crate::listener::{AuthGuard, CallbackListener};
 use crate::settings::{SettingsError, SettingsStore};
 use crate::store::{Durability, Store, StoreError};
@@ -218,9 +218,9 @@ fn serve_both(
     let (cb_listener, listener) = callback;
     let (ui_listener, api) = ui;
     vec![
-        tokio::spawn(serve(
+        tokio::spawn(serve_service(
             cb_listener,
-            move |req| listener.clone().handle(req),
+            listener.router(),
             shutdown.clone(),
             drain,
         )),

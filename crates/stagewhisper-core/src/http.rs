@@ -8,13 +8,16 @@ use hyper::header::{HeaderValue, CONTENT_TYPE, HOST};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use serde_json::json;
+use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tower::Service;
 
 use crate::conns::{BusyGuard, ConnTable, Connection, MAX_HEAD_BYTES};
 
@@ -65,10 +68,8 @@ impl Shutdown {
     }
 }
 
-/// Serves HTTP/1.1 on `listener` until `shutdown`, then lets in-flight requests finish (up to
-/// `drain`). Any response body type will do ([`Resp`] for the callback listener, axum's for the
-/// control API). Each request carries its [`Connection`] as an extension; a handler marks it
-/// trusted once the request presented the token. The limits are [`crate::conns`]'.
+/// Serves HTTP/1.1 on `listener` until `shutdown` with a handler function (see
+/// [`serve_service`]; the control API's entry and the tests' bare servers).
 pub async fn serve<F, Fut, B>(
     listener: TcpListener,
     handler: F,
@@ -81,6 +82,34 @@ pub async fn serve<F, Fut, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let service = tower::service_fn(move |req| {
+        let answer = handler(req);
+        async move { Ok::<_, Infallible>(answer.await) }
+    });
+    serve_service(listener, service, shutdown, drain).await
+}
+
+/// Serves HTTP/1.1 on `listener` until `shutdown`, then lets in-flight requests finish (up to
+/// `drain`). The service is any tower service (an axum `Router`: the callback listener's,
+/// [`crate::listener::CallbackListener::router`]); this accept loop and its connection table
+/// stay in charge of the connections. Each request carries its [`Connection`] as an extension;
+/// a check marks it trusted once the request presented the token. The limits are
+/// [`crate::conns`]'.
+pub async fn serve_service<S, B>(
+    listener: TcpListener,
+    service: S,
+    shutdown: Shutdown,
+    drain: Duration,
+) where
+    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let graceful = GracefulShutdown::new();
     let cap = crate::conns::max_connections();
     // `cap` connections, plus up to EVICTION_SLACK closing ones not yet gone: the accept loop
@@ -88,7 +117,7 @@ pub async fn serve<F, Fut, B>(
     let permits = Arc::new(Semaphore::new(cap + EVICTION_SLACK));
     let table = Arc::new(ConnTable::default());
     while let Some((stream, peer, permit)) = admit(&listener, &permits, &table, &shutdown).await {
-        serve_connection(stream, peer, permit, &table, handler.clone(), &graceful);
+        serve_connection(stream, peer, permit, &table, service.clone(), &graceful);
     }
     drop(listener);
     if tokio::time::timeout(drain, graceful.shutdown())
@@ -138,35 +167,30 @@ async fn admit(
 
 /// Serves one connection on a task of its own until it ends, idles out, is closed for room or
 /// drains at shutdown; its place among the `cap` is given back when it is gone.
-fn serve_connection<F, Fut, B>(
+fn serve_connection<S, B>(
     stream: TcpStream,
     peer: SocketAddr,
     permit: OwnedSemaphorePermit,
     table: &Arc<ConnTable>,
-    handler: F,
+    service: S,
     graceful: &GracefulShutdown,
 ) where
-    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Response<B>> + Send + 'static,
+    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
     B: hyper::body::Body + Send + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let _ = stream.set_nodelay(true);
     let state = table.register();
-    let svc = {
-        let (table, state) = (table.clone(), state.clone());
-        hyper::service::service_fn(move |mut req: Request<Incoming>| {
-            let busy = table.begin(&state);
-            req.extensions_mut()
-                .insert(Connection::from_state(state.clone()));
-            let answer = handler(req);
-            async move {
-                let resp = answer.await;
-                Ok::<_, std::convert::Infallible>(resp.map(|body| Guarded { body, busy }))
-            }
-        })
-    };
+    let svc = TowerToHyperService::new(Tracked {
+        inner: service,
+        table: table.clone(),
+        state: state.clone(),
+    });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(READ_TIMEOUT)
@@ -190,6 +214,67 @@ fn serve_connection<F, Fut, B>(
         table.remove(&state);
         drop(permit);
     });
+}
+
+/// A connection's service: each request busy (for the connection table) until its answer has
+/// been written, and carrying its [`Connection`].
+#[derive(Clone)]
+struct Tracked<S> {
+    inner: S,
+    table: Arc<ConnTable>,
+    state: Arc<crate::conns::ConnState>,
+}
+
+impl<S, B> Service<Request<Incoming>> for Tracked<S>
+where
+    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible>,
+{
+    type Response = Response<Guarded<B>>;
+    type Error = Infallible;
+    type Future = TrackedFuture<S::Future>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<Incoming>) -> Self::Future {
+        let busy = self.table.begin(&self.state);
+        req.extensions_mut()
+            .insert(Connection::from_state(self.state.clone()));
+        TrackedFuture {
+            answer: self.inner.call(req),
+            busy: Some(busy),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A [`Tracked`] request's answer: its body then holds the request's [`BusyGuard`].
+    struct TrackedFuture<F> {
+        #[pin]
+        answer: F,
+        busy: Option<BusyGuard>,
+    }
+}
+
+impl<F, B> Future for TrackedFuture<F>
+where
+    F: Future<Output = Result<Response<B>, Infallible>>,
+{
+    type Output = Result<Response<Guarded<B>>, Infallible>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = self.project();
+        let Ok(resp) = std::task::ready!(this.answer.poll(cx));
+        let busy = this.busy.take().expect("polled after completion");
+        std::task::Poll::Ready(Ok(resp.map(|body| Guarded { body, busy })))
+    }
 }
 
 pin_project_lite::pin_project! {

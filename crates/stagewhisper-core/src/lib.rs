@@ -1,7 +1,8 @@
 //! StageWhisper Desktop core: everything but the window.
 //!
 //! - [`protocol`]: callback wire types and strict parsing with stable error codes;
-//! - [`listener`]: the loopback callback listener (`POST /tasks/{task_id}`); [`conns`]: both
+//! - [`listener`]: the loopback callback listener (`POST /tasks/{task_id}`, one axum Router);
+//!   [`guard`]: its Host, bearer, throttle and body checks as tower layers; [`conns`]: both
 //!   listeners' connection limits (who may hold a connection, for how long);
 //! - [`conversation`]: the rules and the one writer of conversation state (timers via [`clock`]);
 //! - [`store`]: SQLite (sqlx) with group commit; [`events`]: the change log with cursors, and
@@ -40,6 +41,7 @@ pub mod events;
 pub mod faults;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod guard;
 pub mod http;
 pub mod listener;
 pub mod mcp;

@@ -1,65 +1,31 @@
-//! The callback listener: `POST /tasks/{task_id}` from the assistant. HTTP only — Host and
-//! bearer checks, auth-failure throttling, limits, parsing — then the conversation decides.
+//! The callback listener: `POST /tasks/{task_id}` from the assistant, and the active assistant
+//! kind's own routes. One axum [`Router`] ([`CallbackListener::router`]) served by the accept
+//! loop of [`crate::http::serve_service`]; the Host, bearer, throttle and body checks are the
+//! layers of [`crate::guard`]. HTTP only — then the conversation decides.
 
 use crate::assistants::Assistants;
 use crate::clock::SharedClock;
-use crate::conns::Connection;
 use crate::conversation::{Conversation, CoreError, Outcome};
 use crate::faults::{Faults, When};
+use crate::guard::{
+    self, Bearer, BearerPolicy, BodyLimitLayer, BufferedLayer, Check, CheckLayer, HostCheck,
+};
 use crate::http::{self, AllowedHosts, Resp};
 use crate::protocol::{self, Callback, MAX_BODY_BYTES};
-use crate::tokens::{bearer, Secret};
+use crate::tokens::Secret;
 use crate::tunnel::ProbeResponder;
-use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
-use hyper::{Method, Request, StatusCode};
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use hyper::header::{HeaderValue, ALLOW};
+use hyper::StatusCode;
+use std::sync::Arc;
 use tracing::Instrument;
 
-/// Failed auth attempts allowed in [`FAILURE_WINDOW_MS`] before throttling.
-pub const MAX_AUTH_FAILURES: usize = 10;
-pub const FAILURE_WINDOW_MS: i64 = 60_000;
-/// How long failing clients get 429 once throttling starts.
-pub const LOCKOUT_MS: i64 = 30_000;
-
-/// Counts failed auth attempts. Every caller looks the same (tunnelled traffic arrives from
-/// 127.0.0.1 too), so the count is global; while locked, wrong tokens get 429 instead of 401,
-/// and the right token still works, so an attacker cannot lock the assistant out.
-#[derive(Debug, Default)]
-pub struct AuthGuard {
-    inner: Mutex<GuardState>,
-}
-
-#[derive(Debug, Default)]
-struct GuardState {
-    failures: VecDeque<i64>,
-    locked_until: i64,
-}
-
-impl AuthGuard {
-    /// Seconds to wait, when throttled at `now_ms`.
-    pub fn locked(&self, now_ms: i64) -> Option<i64> {
-        let g = self.inner.lock().expect("guard lock");
-        (g.locked_until > now_ms).then(|| ((g.locked_until - now_ms + 999) / 1000).max(1))
-    }
-
-    pub fn record_failure(&self, now_ms: i64) {
-        let mut g = self.inner.lock().expect("guard lock");
-        while g
-            .failures
-            .front()
-            .is_some_and(|t| *t <= now_ms - FAILURE_WINDOW_MS)
-        {
-            g.failures.pop_front();
-        }
-        g.failures.push_back(now_ms);
-        if g.failures.len() >= MAX_AUTH_FAILURES {
-            g.locked_until = now_ms + LOCKOUT_MS;
-            g.failures.clear();
-        }
-    }
-}
+/// The auth-failure throttle lives with the other checks (crate::guard).
+pub use crate::guard::{AuthGuard, FAILURE_WINDOW_MS, LOCKOUT_MS, MAX_AUTH_FAILURES};
 
 pub struct CallbackListener {
     pub conversation: Conversation,
@@ -71,90 +37,48 @@ pub struct CallbackListener {
     pub faults: Arc<Faults>,
     /// The tunnel's signed probe (`GET /probe/{nonce}`, see [`crate::tunnel::probe`]).
     pub probes: Arc<ProbeResponder>,
-    /// Routes of the active assistant kind (see [`crate::assistants::CallbackRoutes`]).
+    /// The assistant kinds, whose routes are served while each is active (see
+    /// [`crate::assistants::AssistantKind::callback_routes`]).
     pub assistants: Option<Assistants>,
 }
 
 impl CallbackListener {
-    pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Resp {
-        let span = tracing::info_span!("callback", path = %req.uri().path());
-        self.route(req).instrument(span).await
-    }
-
-    async fn route(&self, req: Request<Incoming>) -> Resp {
-        // First: a tunnel probe this app sent itself (any Host: the probe is how the app
-        // learns which Host its tunnel delivers). Anything else falls through unchanged.
-        if let Some(r) = self.probes.answer(&req) {
-            return r;
+    /// The listener's routes: `POST /tasks/{task_id}` behind the bearer check, each assistant
+    /// kind's own routes (served while it is the active kind), and the `404` for anything else;
+    /// all behind the Host check and the body limit ([`crate::guard`]). A tunnel probe this app
+    /// sent itself is answered before anything else, whatever its Host (the probe is how the
+    /// app learns which Host its tunnel delivers).
+    pub fn router(self: &Arc<Self>) -> Router {
+        let tasks = post(task_callback)
+            .route_layer(CheckLayer(Bearer(self.clone())))
+            .fallback(|| async {
+                let mut r = http::error(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "method_not_allowed",
+                    "callbacks are POST",
+                );
+                r.headers_mut()
+                    .insert(ALLOW, HeaderValue::from_static("POST"));
+                r
+            });
+        let mut router = Router::new()
+            .route("/tasks/{task_id}", tasks)
+            .with_state(self.clone());
+        if let Some(assistants) = &self.assistants {
+            for (kind, routes) in assistants.callback_routers() {
+                let active = ActiveKind {
+                    assistants: assistants.clone(),
+                    kind,
+                };
+                router = router.merge(routes.layer(BufferedLayer).layer(CheckLayer(active)));
+            }
         }
-        if !self.hosts.allows(&req) {
-            return http::bad_host();
-        }
-        let Some(raw_task) = req
-            .uri()
-            .path()
-            .strip_prefix("/tasks/")
-            .filter(|t| !t.is_empty() && !t.contains('/'))
-            .map(str::to_string)
-        else {
-            return self.kind_route(req).await;
-        };
-        if req.method() != Method::POST {
-            let mut r = http::error(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "callbacks are POST",
-            );
-            r.headers_mut()
-                .insert(ALLOW, HeaderValue::from_static("POST"));
-            return r;
-        }
-        if let Err(refused) = self.authorize(&req) {
-            return refused;
-        }
-        // The bearer is right: this connection is the assistant's (it keeps its keep-alive
-        // allowance and is not closed for room while busy, see crate::conns).
-        Connection::mark(&req);
-        match read_callback(&raw_task, req).await {
-            Ok(cb) => self.store(cb).await,
-            Err(refused) => refused,
-        }
-    }
-
-    /// The bearer token, checked in constant time; a wrong or missing one is counted, and
-    /// answered 429 while failures are throttled, else 401.
-    // A refusal is the answer itself (`Err(Resp)`), built once and returned as is.
-    #[allow(clippy::result_large_err)]
-    fn authorize(&self, req: &Request<Incoming>) -> Result<(), Resp> {
-        let presented = bearer(
-            req.headers()
-                .get(AUTHORIZATION)
-                .and_then(|v| v.to_str().ok()),
-        );
-        if presented.is_some_and(|t| self.token.matches(t)) {
-            return Ok(());
-        }
-        let now_ms = self.clock.now_ms();
-        if let Some(secs) = self.guard.locked(now_ms) {
-            let mut r = http::error(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_auth_failures",
-                "too many failed authentication attempts; try again later",
-            );
-            r.headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from(secs as u64));
-            return Err(r);
-        }
-        self.guard.record_failure(now_ms);
-        tracing::warn!("callback with a missing or wrong bearer token");
-        let mut r = http::error(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing or wrong bearer token",
-        );
-        r.headers_mut()
-            .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        Err(r)
+        router
+            .fallback(|| async { not_found() })
+            .layer(CheckLayer(HostCheck(self.hosts.clone())))
+            .layer(CheckLayer(ProbeFirst(self.probes.clone())))
+            .layer(BodyLimitLayer(MAX_BODY_BYTES))
+            .layer(axum::middleware::from_fn(in_span))
     }
 
     /// Hands a parsed callback to the conversation and answers once it is decided (and, when
@@ -199,35 +123,23 @@ impl CallbackListener {
             Err(e) => http::error(StatusCode::BAD_REQUEST, e.code(), e),
         }
     }
+}
 
-    async fn kind_route(&self, req: Request<Incoming>) -> Resp {
-        let routes = self.assistants.as_ref().and_then(|a| a.active_routes());
-        let Some(routes) = routes.filter(|r| {
-            let path = req.uri().path();
-            r.prefixes().iter().any(|p| path.starts_with(p))
-        }) else {
-            return http::error(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                "no such route; callbacks go to POST /tasks/{task_id}",
-            );
-        };
-        if http::declared_too_large(req.headers(), MAX_BODY_BYTES) {
-            return http::body_error(http::BodyError::TooLarge);
-        }
-        let (parts, body) = req.into_parts();
-        let body = match http::read_body(body, MAX_BODY_BYTES).await {
-            Ok(b) => b,
-            Err(e) => return http::body_error(e),
-        };
-        routes.handle(parts, body).await
+/// `POST /tasks/{task_id}`, its bearer already checked: the callback, stored.
+async fn task_callback(State(listener): State<Arc<CallbackListener>>, req: Request) -> Resp {
+    // The raw (still percent-encoded) segment: the task id is checked as the assistant sent it.
+    let raw_task = req.uri().path().strip_prefix("/tasks/").unwrap_or("");
+    let raw_task = raw_task.to_string();
+    match read_callback(&raw_task, req).await {
+        Ok(cb) => listener.store(cb).await,
+        Err(refused) => refused,
     }
 }
 
-/// The answer of an injected fault: what a failed commit answers.
 /// The callback an authorized request carries: its task id, JSON media type, body within
-/// [`MAX_BODY_BYTES`] and parse, in that order; the first that fails is the answer.
-async fn read_callback(raw_task: &str, req: Request<Incoming>) -> Result<Callback, Resp> {
+/// [`MAX_BODY_BYTES`] (the [`crate::guard::BodyLimitLayer`]'s) and parse, in that order; the
+/// first that fails is the answer.
+async fn read_callback(raw_task: &str, req: Request) -> Result<Callback, Resp> {
     let task_id = protocol::parse_task_id(raw_task)
         .map_err(|e| http::error(StatusCode::BAD_REQUEST, e.code(), e))?;
     if !http::is_json(&req) {
@@ -237,52 +149,86 @@ async fn read_callback(raw_task: &str, req: Request<Incoming>) -> Result<Callbac
             "send Content-Type: application/json",
         ));
     }
-    if http::declared_too_large(req.headers(), MAX_BODY_BYTES) {
-        return Err(http::body_error(http::BodyError::TooLarge));
-    }
-    let body = http::read_body(req.into_body(), MAX_BODY_BYTES)
-        .await
-        .map_err(http::body_error)?;
+    let body = guard::read_body(req.into_body()).await?;
     protocol::parse_callback(&task_id, &body).map_err(|e| {
         tracing::info!(code = e.code(), "callback rejected: {e}");
         http::error(StatusCode::BAD_REQUEST, e.code(), e)
     })
 }
 
+/// The callback bearer: the listener's token, its throttle and its refusals.
+impl BearerPolicy for CallbackListener {
+    fn matches(&self, presented: &str) -> bool {
+        self.token.matches(presented)
+    }
+
+    fn throttle(&self) -> &AuthGuard {
+        &self.guard
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    fn unauthorized(&self) -> Resp {
+        tracing::warn!("callback with a missing or wrong bearer token");
+        guard::unauthorized()
+    }
+
+    fn throttled(&self, secs: i64) -> Resp {
+        guard::throttled(secs)
+    }
+}
+
+/// A kind's routes answer only while it is the active kind; else they are not there.
+#[derive(Clone)]
+struct ActiveKind {
+    assistants: Assistants,
+    kind: &'static str,
+}
+
+impl Check for ActiveKind {
+    fn check<B>(&self, _req: &hyper::Request<B>) -> Result<(), Resp> {
+        if self.assistants.active().kind() == self.kind {
+            Ok(())
+        } else {
+            Err(not_found())
+        }
+    }
+}
+
+/// A tunnel probe this app sent itself is answered here (see [`ProbeResponder::answer`]).
+#[derive(Clone)]
+struct ProbeFirst(Arc<ProbeResponder>);
+
+impl Check for ProbeFirst {
+    fn check<B>(&self, req: &hyper::Request<B>) -> Result<(), Resp> {
+        match self.0.answer(req) {
+            Some(answer) => Err(answer),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Each request in a `callback` span naming its path.
+async fn in_span(req: Request, next: Next) -> Response {
+    let span = tracing::info_span!("callback", path = %req.uri().path());
+    next.run(req).instrument(span).await
+}
+
+fn not_found() -> Resp {
+    http::error(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such route; callbacks go to POST /tasks/{task_id}",
+    )
+}
+
+/// The answer of an injected fault: what a failed commit answers.
 fn injected_503() -> Resp {
     http::error(
         StatusCode::SERVICE_UNAVAILABLE,
         "storage_unavailable",
         "the message could not be stored; retry (test-only injected fault)",
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn throttles_after_repeated_failures_and_recovers() {
-        let g = AuthGuard::default();
-        let mut now = 1_000_000;
-        for _ in 0..MAX_AUTH_FAILURES - 1 {
-            g.record_failure(now);
-            now += 100;
-        }
-        assert_eq!(g.locked(now), None);
-        g.record_failure(now);
-        assert_eq!(g.locked(now), Some(LOCKOUT_MS / 1000));
-        assert_eq!(g.locked(now + LOCKOUT_MS - 1), Some(1));
-        assert_eq!(g.locked(now + LOCKOUT_MS), None);
-    }
-
-    #[test]
-    fn old_failures_fall_out_of_the_window() {
-        let g = AuthGuard::default();
-        for i in 0..MAX_AUTH_FAILURES as i64 - 1 {
-            g.record_failure(i);
-        }
-        g.record_failure(FAILURE_WINDOW_MS + 5);
-        assert_eq!(g.locked(FAILURE_WINDOW_MS + 5), None);
-    }
 }

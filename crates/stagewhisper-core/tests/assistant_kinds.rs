@@ -13,7 +13,7 @@ use stagewhisper_core::answers::{ApiResult, ErrorDoc, JsonBody, Reply};
 use stagewhisper_core::assistants::kinds::incoming::LinkSettings;
 use stagewhisper_core::assistants::kinds::{ExtraKind, FieldInput, KindInfo, SettingField};
 use stagewhisper_core::assistants::{
-    AssistantContext, AssistantKind, Attempt, BoxFuture, CallbackRoutes, KindError, KindRoutes,
+    AssistantContext, AssistantKind, Attempt, BoxFuture, CallbackRouter, KindError, KindRoutes,
     Outgoing,
 };
 use stagewhisper_core::http::{self as swhttp, Resp};
@@ -149,8 +149,8 @@ impl AssistantKind for Toy {
         })
     }
 
-    fn callback_routes(&self) -> Option<Arc<dyn CallbackRoutes>> {
-        Some(Arc::new(ToyRoutes))
+    fn callback_routes(&self) -> Option<CallbackRouter> {
+        Some(axum::Router::new().route("/api/v1/toy/{*rest}", axum::routing::any(toy_echo)))
     }
 
     fn control_routes(&self) -> Option<KindRoutes> {
@@ -196,26 +196,17 @@ async fn toy_rename(
     Ok(Reply::ok(json!({"renamed": b.name})))
 }
 
-struct ToyRoutes;
-
-impl CallbackRoutes for ToyRoutes {
-    fn prefixes(&self) -> Vec<&'static str> {
-        vec!["/api/v1/toy/"]
+/// The toy's route on the callback listener: its own key, then the path and the body's length.
+async fn toy_echo(uri: hyper::Uri, headers: hyper::HeaderMap, body: Bytes) -> Resp {
+    // The kind's own authentication (not the callback token).
+    let key = headers.get("x-toy-key").and_then(|v| v.to_str().ok());
+    if key != Some(TOY_KEY) {
+        return swhttp::error(StatusCode::UNAUTHORIZED, "toy_unauthorized", "no key");
     }
-
-    fn handle(&self, parts: hyper::http::request::Parts, body: Bytes) -> BoxFuture<'_, Resp> {
-        Box::pin(async move {
-            // The kind's own authentication (not the callback token).
-            let key = parts.headers.get("x-toy-key").and_then(|v| v.to_str().ok());
-            if key != Some(TOY_KEY) {
-                return swhttp::error(StatusCode::UNAUTHORIZED, "toy_unauthorized", "no key");
-            }
-            swhttp::json_response(
-                StatusCode::OK,
-                &json!({"path": parts.uri.path(), "len": body.len()}),
-            )
-        })
-    }
+    swhttp::json_response(
+        StatusCode::OK,
+        &json!({"path": uri.path(), "len": body.len()}),
+    )
 }
 
 fn fast_link() -> LinkSettings {

@@ -2,7 +2,7 @@
 //!
 //! - [`AssistantKind`]: what a kind implements — configure from its JSON settings, status,
 //!   remove/unpair, check now, one delivery attempt of a stored outbox entry, and optionally
-//!   routes it serves on the callback listener ([`CallbackRoutes`]).
+//!   routes it serves on the callback listener ([`CallbackRouter`]).
 //! - [`AssistantContext`]: the small handle a kind gets — the conversation (what the assistant
 //!   says goes in through [`AssistantContext::submit`], the same entry point as
 //!   `POST /tasks/{task_id}`), the callback target, the data dir, shutdown, the clock, the
@@ -34,12 +34,11 @@ use crate::assistants::state::{AssistantState, PreludeRecord, PreludeState};
 use crate::clock::{fmt_time, SharedClock};
 use crate::conversation::{Conversation, CoreError, Outcome};
 use crate::events::{AssistantStatusView, Change};
-use crate::http::{Resp, Shutdown};
+use crate::http::Shutdown;
 use crate::protocol::Callback;
 use crate::settings::SettingsStore;
 use crate::tokens::write_secret;
 use axum::http::StatusCode;
-use bytes::Bytes;
 use serde_json::{json, Value};
 use settings::{AssistantSettings, STATE_SUFFIX};
 use std::future::Future;
@@ -226,8 +225,9 @@ pub trait AssistantKind: Send + Sync + 'static {
         })
     }
 
-    /// Routes the kind serves on the callback listener while it is active.
-    fn callback_routes(&self) -> Option<Arc<dyn CallbackRoutes>> {
+    /// Routes the kind serves on the callback listener while it is active (see
+    /// [`CallbackRouter`]). Kinds without such routes keep the default.
+    fn callback_routes(&self) -> Option<CallbackRouter> {
         None
     }
 
@@ -262,17 +262,14 @@ pub trait AssistantKind: Send + Sync + 'static {
 /// [`AssistantKind::control_routes`]).
 pub type KindRoutes = utoipa_axum::router::OpenApiRouter;
 
-/// Routes a kind serves on the callback listener. The listener applies its Host check and
-/// its body size and time limits first; authentication is the kind's own (the callback bearer
-/// token is not required here).
-pub trait CallbackRoutes: Send + Sync + 'static {
-    /// Path prefixes (e.g. `/api/v1/assistant-relay/`); a request is the kind's when its path
-    /// starts with one of them.
-    fn prefixes(&self) -> Vec<&'static str>;
-
-    /// Answers one request (its body already read within the limits).
-    fn handle(&self, parts: hyper::http::request::Parts, body: Bytes) -> BoxFuture<'_, Resp>;
-}
+/// Routes a kind serves on the callback listener, full paths (e.g. under
+/// `/api/v1/assistant-relay/`), their state already given. The listener merges every kind's
+/// router into its own at start and answers a kind's routes only while it is the active kind
+/// (else `404 not_found`); before they run it applies its Host check and reads the body within
+/// its size and time limits (`crate::guard`), so a handler may take the body as `Bytes`.
+/// Authentication is the kind's own (the callback bearer token is not required here); the
+/// kind's router answers paths under its prefixes that it does not know (its fallback).
+pub type CallbackRouter = axum::Router;
 
 /// What a kind gets to work with.
 pub struct AssistantContext {
@@ -692,9 +689,14 @@ impl Assistants {
         self.active().is_configured()
     }
 
-    /// The routes of the active kind on the callback listener.
-    pub fn active_routes(&self) -> Option<Arc<dyn CallbackRoutes>> {
-        self.active().callback_routes()
+    /// Every registered kind's routes on the callback listener, by kind (see
+    /// [`AssistantKind::callback_routes`]).
+    pub fn callback_routers(&self) -> Vec<(&'static str, CallbackRouter)> {
+        self.inner
+            .kinds
+            .iter()
+            .filter_map(|k| Some((k.kind(), k.callback_routes()?)))
+            .collect()
     }
 
     /// `GET /api/assistant`: the active kind's `{kind, status, detail, …}`.

@@ -12,7 +12,7 @@
 //! | `desktop`    | `DesktopPrefs` (the window app)                | `desktop.json`                  |
 //! | `mcp`        | [`crate::mcp::McpSettings`]                    | `mcp.json`                      |
 //! | `tunnel`     | [`crate::tunnel::config::TunnelSection`]       | `tunnel.json`                   |
-//! | `incoming`   | [`crate::links::config::IncomingSection`]      | `assistant.json`                |
+//! | `incoming`   | [`crate::assistants::kinds::incoming::config::IncomingSection`]| `assistant.json`                |
 //! | `assistants` | [`crate::assistants::settings::AssistantSettings`] | `assistant_kind.json`, `assistants/<kind>.json` |
 //!
 //! The core defines the store and knows no section but its own: the audio crate depends on the

@@ -4,14 +4,12 @@
 
 use super::kind::{ByoKind, Live, KIND};
 use super::pairing;
-use super::relay::Relay;
 use super::routes;
 use crate::assistants::{
-    AssistantKind, Attempt, BoxFuture, CallbackRoutes, KindError, KindRoutes, Outgoing,
+    AssistantKind, Attempt, BoxFuture, CallbackRouter, KindError, KindRoutes, Outgoing,
 };
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 impl AssistantKind for ByoKind {
     fn kind(&self) -> &'static str {
@@ -104,8 +102,8 @@ impl AssistantKind for ByoKind {
         });
     }
 
-    fn callback_routes(&self) -> Option<Arc<dyn CallbackRoutes>> {
-        Some(Arc::new(Relay::new(self.clone())))
+    fn callback_routes(&self) -> Option<CallbackRouter> {
+        Some(super::relay::router(self.clone()))
     }
 
     fn control_routes(&self) -> Option<KindRoutes> {

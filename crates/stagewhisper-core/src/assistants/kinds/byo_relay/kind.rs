@@ -25,7 +25,7 @@ use super::schema;
 use crate::assistants::{AssistantContext, KindError};
 use crate::clock::fmt_time;
 use crate::listener::AuthGuard;
-use bytes::Bytes;
+use axum::response::sse::Event;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -55,7 +55,7 @@ pub(crate) struct Paired {
 /// The open job stream.
 pub(crate) struct Subscriber {
     pub generation: u64,
-    pub tx: mpsc::UnboundedSender<Bytes>,
+    pub tx: mpsc::UnboundedSender<Event>,
     pub stop: Arc<Notify>,
 }
 
@@ -255,7 +255,7 @@ impl ByoKind {
     // ---- the stream ----
 
     /// A (re)connected stream: registered, then every unanswered job is sent again.
-    pub(crate) async fn open_stream(&self) -> (mpsc::UnboundedReceiver<Bytes>, Arc<Notify>, u64) {
+    pub(crate) async fn open_stream(&self) -> (mpsc::UnboundedReceiver<Event>, Arc<Notify>, u64) {
         let (tx, rx) = mpsc::unbounded_channel();
         let stop = Arc::new(Notify::new());
         let generation = self.inner.generation.fetch_add(1, Ordering::SeqCst) + 1;
@@ -673,6 +673,6 @@ fn wire_event(event: &str) -> String {
 }
 
 /// One SSE event: a single compact `data: ` line and a blank line.
-pub(crate) fn sse_line(json: &str) -> Bytes {
-    Bytes::from(format!("data: {json}\n\n"))
+pub(crate) fn sse_line(json: &str) -> Event {
+    Event::default().data(json)
 }

@@ -18,15 +18,14 @@ use super::jobs::{self, Job};
 use super::kind::ByoKind;
 use super::pairing::Integration;
 use super::schema;
-use crate::assistants::{BoxFuture, CallbackRoutes};
-use crate::conns::Connection;
 use crate::http::Resp;
 use crate::protocol::{Callback, Status};
-use crate::tokens::{bearer, secret_eq};
+use crate::tokens::secret_eq;
+use axum::response::sse::{Event, Sse};
+use axum::response::IntoResponse;
 use bytes::Bytes;
-use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
-use hyper::http::request::Parts;
-use hyper::{Method, Response, StatusCode};
+use hyper::header::{HeaderMap, HeaderValue, CACHE_CONTROL, RETRY_AFTER};
+use hyper::StatusCode;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,18 +36,28 @@ pub const OPENCLAW_PREFIX: &str = "/api/v1/openclaw/";
 /// A comment line on an idle stream this often.
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
 
+/// The relay API of one dialect (its path prefix), over the kind.
+#[derive(Clone)]
 pub struct Relay {
     kind: ByoKind,
+    dialect: Dialect,
 }
 
-impl Relay {
-    pub fn new(kind: ByoKind) -> Relay {
-        Relay { kind }
-    }
-}
+/// The routes (`relay_routes.rs`): the axum Router of the kind, and its checks.
+#[path = "relay_routes.rs"]
+mod routes;
+pub use routes::router;
 
 fn detail(status: StatusCode, code: &str, message: &str) -> Resp {
     crate::http::json_response(status, &json!({"detail": message, "error": code}))
+}
+
+fn unpaired() -> Resp {
+    detail(
+        StatusCode::UNAUTHORIZED,
+        "not_paired",
+        "this integration is not paired (or was unpaired)",
+    )
 }
 
 fn ok(v: Value) -> Resp {
@@ -78,16 +87,6 @@ fn db(e: impl std::fmt::Display) -> Resp {
 /// How a job ends: its state, its result and its error (code, message).
 type Settled<'a> = (&'a str, Option<Value>, Option<(String, String)>);
 
-/// The dialect a relay path speaks and the path under its prefix.
-fn split_prefix(path: &str) -> Option<(Dialect, &str)> {
-    if let Some(r) = path.strip_prefix(HERMES_PREFIX) {
-        Some((Dialect::Hermes, r))
-    } else {
-        path.strip_prefix(OPENCLAW_PREFIX)
-            .map(|r| (Dialect::OpenClaw, r))
-    }
-}
-
 /// The request's JSON body (an empty one is `{}`).
 fn json_body(body: &Bytes) -> Result<Value, Resp> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
@@ -102,104 +101,11 @@ fn json_body(body: &Bytes) -> Result<Value, Resp> {
     })
 }
 
-impl CallbackRoutes for Relay {
-    fn prefixes(&self) -> Vec<&'static str> {
-        vec![HERMES_PREFIX, OPENCLAW_PREFIX]
-    }
-
-    fn handle(&self, parts: Parts, body: Bytes) -> BoxFuture<'_, Resp> {
-        Box::pin(async move { self.route(parts, body).await })
-    }
-}
-
 impl Relay {
-    async fn route(&self, parts: Parts, body: Bytes) -> Resp {
-        let path = parts.uri.path().to_string();
-        let Some((dialect, rest)) = split_prefix(&path) else {
-            return detail(StatusCode::NOT_FOUND, "not_found", "no such route");
-        };
-        let seg: Vec<&str> = rest.split('/').collect();
-        let m = &parts.method;
-        if seg == ["pair", "complete"] {
-            if m != Method::POST {
-                return method_not_allowed();
-            }
-            return self.pair(dialect, &body);
-        }
-        // Everything else: the relay token.
-        let Some(paired) = self.kind.paired() else {
-            return detail(
-                StatusCode::UNAUTHORIZED,
-                "not_paired",
-                "this integration is not paired (or was unpaired)",
-            );
-        };
-        let now = self.kind.now_ms();
-        if let Some(refused) = self.check_token(&parts, &paired.integration.relay_token, now) {
-            return refused;
-        }
-        if let Some(c) = parts.extensions.get::<Connection>() {
-            c.mark_trusted();
-        }
-        let integration_ok = |id: &str| id == paired.integration.integration_id;
-        match (m.clone(), seg.as_slice()) {
-            (Method::GET, ["integrations", id, "stream"]) if integration_ok(id) => {
-                self.stream().await
-            }
-            (Method::POST, ["integrations", id, "heartbeat"]) if integration_ok(id) => {
-                self.heartbeat(&body)
-            }
-            (Method::POST, ["integrations", id, "test-reply"]) if integration_ok(id) => {
-                self.test_reply(&body, now).await
-            }
-            (_, ["integrations", _, ..]) => detail(
-                StatusCode::NOT_FOUND,
-                "unknown_integration",
-                "no such integration",
-            ),
-            (Method::GET, ["reasoning-jobs", job_id]) => self.fetch_job(job_id).await,
-            (Method::POST, ["reasoning-jobs", job_id, "complete"]) => {
-                self.complete_request(&parts, job_id, &body, &paired.integration)
-                    .await
-            }
-            (Method::POST, ["chat", "messages", id, "reply"]) => match json_body(&body) {
-                Ok(b) => self.chat_reply(id, &b, paired.integration.dialect()).await,
-                Err(r) => r,
-            },
-            (Method::POST, ["chat", "messages", id, "reply", "start"]) => self.chat_start(id).await,
-            (Method::POST, ["chat", "messages", id, "reply", step @ ("delta" | "complete")]) => {
-                match json_body(&body) {
-                    Ok(b) => self.chat_plain(id, step, &b).await,
-                    Err(r) => r,
-                }
-            }
-            (Method::POST, ["tasks", _, "status" | "reply"]) => ok(json!({"ok": true})),
-            _ => detail(StatusCode::NOT_FOUND, "not_found", "no such relay route"),
-        }
-    }
-
-    /// The relay token of the request, compared in constant time: `Some(refusal)` if it is
-    /// missing or wrong (throttled after repeated failures).
-    fn check_token(&self, parts: &Parts, relay_token: &str, now: i64) -> Option<Resp> {
-        let presented = bearer(
-            parts
-                .headers
-                .get(hyper::header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok()),
-        );
-        if presented.is_some_and(|t| secret_eq(relay_token, t)) {
-            return None;
-        }
-        if let Some(secs) = self.kind.inner.token_guard.locked(now) {
-            return Some(throttled(secs));
-        }
-        self.kind.inner.token_guard.record_failure(now);
-        tracing::warn!("BYO relay request with a missing or wrong relay token");
-        Some(detail(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing or wrong relay token",
-        ))
+    fn integration_ok(&self, id: &str) -> bool {
+        self.kind
+            .paired()
+            .is_some_and(|p| id == p.integration.integration_id)
     }
 
     /// `POST integrations/{id}/heartbeat`: the plugin is alive; answers the kind's status.
@@ -230,24 +136,25 @@ impl Relay {
     }
 
     /// `POST reasoning-jobs/{id}/complete`: the body and its correlation id, then the result.
-    async fn complete_request(
-        &self,
-        parts: &Parts,
-        job_id: &str,
-        body: &Bytes,
-        integration: &Integration,
-    ) -> Resp {
+    async fn complete_request(&self, headers: &HeaderMap, job_id: &str, body: &Bytes) -> Resp {
+        let Some(dialect) = self.paired_dialect() else {
+            return unpaired();
+        };
         let b = match json_body(body) {
             Ok(b) => b,
             Err(r) => return r,
         };
-        let corr = parts
-            .headers
+        let corr = headers
             .get("x-correlation-id")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        self.complete_job(job_id, corr.as_deref(), &b, integration.dialect())
+        self.complete_job(job_id, corr.as_deref(), &b, dialect)
             .await
+    }
+
+    /// The dialect of the paired integration (not always the path's: either prefix serves it).
+    fn paired_dialect(&self) -> Option<Dialect> {
+        self.kind.paired().map(|p| p.integration.dialect())
     }
 
     fn kind_status(&self) -> Value {
@@ -319,7 +226,9 @@ impl Relay {
         }
     }
 
-    async fn stream(&self) -> Resp {
+    /// `GET integrations/{id}/stream`: the job events on axum's [`Sse`], until the stream is
+    /// replaced, the integration unpaired or the app stopped.
+    async fn stream(&self) -> axum::response::Response {
         let (rx, stop, generation) = self.kind.open_stream().await;
         let tx = {
             let s = self.kind.inner.stream.lock().expect("stream lock");
@@ -330,14 +239,13 @@ impl Relay {
         if let Some(tx) = tx {
             tokio::spawn(keepalive(tx, stop, self.kind.inner.ctx.shutdown.clone()));
         }
-        let kind = self.kind.clone();
-        let body = SseBody {
-            rx,
-            on_drop: Some(Box::new(move || kind.stream_closed(generation))),
-        };
-        let mut r = Response::new(http_body_util::BodyExt::boxed(body));
-        r.headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        let closed = OnClose(Some((self.kind.clone(), generation)));
+        let events = futures_util::stream::unfold((rx, closed), |(mut rx, closed)| async move {
+            let event = rx.recv().await?;
+            Some((Ok::<_, std::convert::Infallible>(event), (rx, closed)))
+        });
+        // axum's `Sse` writes the frames and the content type; the cache header is ours.
+        let mut r = Sse::new(events).into_response();
         r.headers_mut()
             .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
         r
@@ -605,7 +513,10 @@ impl Relay {
         }
     }
 
-    async fn chat_reply(&self, id: &str, b: &Value, dialect: Dialect) -> Resp {
+    async fn chat_reply(&self, id: &str, b: &Value) -> Resp {
+        let Some(dialect) = self.paired_dialect() else {
+            return unpaired();
+        };
         let job = match self.chat_job(id).await {
             Ok(j) => j,
             Err(r) => return r,
@@ -742,15 +653,15 @@ fn method_not_allowed() -> Resp {
 
 /// Keepalive comments until the stream is stopped (unpaired, replaced) or the app stops.
 async fn keepalive(
-    tx: mpsc::UnboundedSender<Bytes>,
+    tx: mpsc::UnboundedSender<Event>,
     stop: Arc<Notify>,
     shutdown: crate::http::Shutdown,
 ) {
-    let _ = tx.send(Bytes::from_static(b": connected\n\n"));
+    let _ = tx.send(Event::default().comment("connected"));
     loop {
         tokio::select! {
             _ = tokio::time::sleep(KEEPALIVE) => {
-                if tx.send(Bytes::from_static(b": keepalive\n\n")).is_err() {
+                if tx.send(Event::default().comment("keepalive")).is_err() {
                     return;
                 }
             }
@@ -760,34 +671,13 @@ async fn keepalive(
     }
 }
 
-/// The stream's body: what the channel carries, until every sender is gone.
-struct SseBody {
-    rx: mpsc::UnboundedReceiver<Bytes>,
-    on_drop: Option<Box<dyn FnOnce() + Send + Sync>>,
-}
+/// Tells the kind its stream of this generation ended, when the stream is dropped.
+struct OnClose(Option<(ByoKind, u64)>);
 
-impl Drop for SseBody {
+impl Drop for OnClose {
     fn drop(&mut self) {
-        if let Some(f) = self.on_drop.take() {
-            f();
-        }
-    }
-}
-
-impl hyper::body::Body for SseBody {
-    type Data = Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>> {
-        match self.rx.poll_recv(cx) {
-            std::task::Poll::Ready(Some(b)) => {
-                std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(b))))
-            }
-            std::task::Poll::Ready(None) => std::task::Poll::Ready(None),
-            std::task::Poll::Pending => std::task::Poll::Pending,
+        if let Some((kind, generation)) = self.0.take() {
+            kind.stream_closed(generation);
         }
     }
 }
