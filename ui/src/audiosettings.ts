@@ -11,6 +11,7 @@
 // Settings opens and while it stays open).
 
 import { SpeakersSetting } from './speakers';
+import { KeepAudioSetting } from './settings/keepaudio';
 import { describeError, plainError } from './errors';
 import { checkEngine, checkSentence, draftEngineNotice, plainEngineWords } from './live/enginecheck';
 import { apiError, audioErrorField, backlogText, LevelMeter, METERS_RENEW_MS, METERS_SECONDS, normSources, sourceOptions, TEST_SECONDS, type AudioField } from './audio';
@@ -142,6 +143,7 @@ export class AudioSettings {
   private renewTimer: ReturnType<typeof setTimeout> | undefined;
   private testing: AudioChannel | null = null;
   private speakers: SpeakersSetting;
+  private keepAudio: KeepAudioSetting;
 
   constructor(private actions: AudioSettingsActions) {
     const err = (f: Field) => {
@@ -307,6 +309,7 @@ export class AudioSettings {
       useModel: (name) => actions.audioCall('PUT', '/api/audio', { engine: { kind: 'whisper', model: name, language: 'auto' } }),
     });
     this.speakers = new SpeakersSetting(this.actions);
+    this.keepAudio = new KeepAudioSetting(this.actions);
     this.pipelineOnly = [this.sourceFields, newCalls, form, this.speakers.el];
     this.card = h(
       'fieldset',
@@ -320,6 +323,7 @@ export class AudioSettings {
       form,
       this.models.el,
       this.speakers.el,
+      this.keepAudio.el,
     );
     this.render(null, null);
   }
@@ -391,6 +395,7 @@ export class AudioSettings {
     this.unavailable = unavailable;
     this.paint();
     if (a) this.speakers.show(a);
+    if (a) this.keepAudio.show(a);
   }
 
   /** The latest levels (null: none coming). */

@@ -25,6 +25,7 @@ pub mod file;
 pub mod models;
 pub mod pcm;
 pub mod pipeline;
+pub mod recording;
 pub mod service;
 pub mod speakers;
 pub mod turns;

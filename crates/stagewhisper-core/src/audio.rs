@@ -319,6 +319,9 @@ pub struct AudioSettings {
     /// Telling the call's speakers apart (off unless turned on).
     #[serde(default)]
     pub speakers: SpeakerSettings,
+    /// Keep each new call's audio for "Transcribe again" (off unless turned on).
+    #[serde(default)]
+    pub keep_audio: bool,
 }
 
 /// Telling the call's side's speakers apart by voice (the data dir's
@@ -349,6 +352,7 @@ impl Default for AudioSettings {
             them_label: DEFAULT_THEM.into(),
             detection: Default::default(),
             speakers: SpeakerSettings::default(),
+            keep_audio: false,
         }
     }
 }
@@ -376,6 +380,9 @@ impl AudioSettings {
         let mut next = self.clone();
         if let Some(speakers) = &update.speakers {
             next.speakers = speakers.clone();
+        }
+        if let Some(keep) = update.keep_audio {
+            next.keep_audio = keep;
         }
         if let Some(mic) = &update.mic {
             next.mic = SourceChoice::from(mic.clone());
@@ -453,6 +460,9 @@ pub struct AudioUpdate {
     pub them_label: Option<String>,
     /// `{"enabled": true}`: tell the call's speakers apart.
     pub speakers: Option<SpeakerSettings>,
+    /// Keep each new call's audio for "Transcribe again" (a call's own choice:
+    /// `PUT /api/calls/{id}/recording`).
+    pub keep_audio: Option<bool>,
 }
 
 /// An engine as `PUT /api/audio` takes it.
@@ -620,6 +630,8 @@ pub struct AudioView {
     pub you_label: String,
     pub them_label: String,
     pub speakers: SpeakersView,
+    /// New calls keep their audio for "Transcribe again".
+    pub keep_audio: bool,
     pub status: AudioStatus,
 }
 
@@ -635,6 +647,7 @@ impl AudioView {
                 enabled: settings.speakers.enabled,
                 ..SpeakersView::default()
             },
+            keep_audio: settings.keep_audio,
             status,
         }
     }
@@ -752,6 +765,25 @@ pub trait Ears: Send + Sync + 'static {
     /// Stops capture and lets the turns in flight finish (the app is shutting down).
     fn shutdown(&self) -> BoxFuture<'_, ()>;
 
+    /// "Transcribe again" a past call whose audio was kept ([`crate::recordings`]): checked
+    /// here, then run on a thread of its own (progress as `transcribe_progress` events).
+    fn transcribe_again(
+        &self,
+        _call_id: &str,
+        _request: crate::recordings::TranscribeRequest,
+    ) -> BoxFuture<'_, Result<crate::recordings::TranscribeView, AudioError>> {
+        Box::pin(async {
+            Err(AudioError::unavailable(
+                "this build cannot transcribe again",
+            ))
+        })
+    }
+
+    /// The latest "Transcribe again" of `call_id` since the app started (running, or its end).
+    fn transcribing(&self, _call_id: &str) -> Option<crate::recordings::TranscribeView> {
+        None
+    }
+
     /// Call detection: settings, offers, status (`crate::detect`). A pipeline without it
     /// answers `503 audio_unavailable`.
     fn detection(&self) -> Result<DetectionView, AudioError> {
@@ -799,11 +831,12 @@ impl EarsContext {
         call_id: &str,
         speaker: Option<&str>,
         text: &str,
+        language: Option<&str>,
     ) -> Result<TranscriptView, TurnError> {
         let (speaker, text) = check_turn(speaker, text)?;
         let t = self
             .conversation
-            .transcript_turn(call_id, speaker.as_deref(), &text)
+            .transcript_turn_in(call_id, speaker.as_deref(), &text, language)
             .await?;
         self.link.wake();
         Ok(t)

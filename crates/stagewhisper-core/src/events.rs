@@ -149,6 +149,12 @@ pub enum Change {
         channel: Option<Channel>,
         message: String,
     },
+    /// Live-only: "Transcribe again" of a past call: its progress and its end (see
+    /// [`crate::recordings`]).
+    TranscribeProgress {
+        session_id: String,
+        progress: crate::recordings::TranscribeView,
+    },
     /// A logged event of a type this version does not know (its JSON is passed on as it is).
     #[serde(other)]
     Unknown,
@@ -188,6 +194,7 @@ impl Change {
             Change::CallOffered { .. } => "call_offered",
             Change::CallOfferClosed { .. } => "call_offer_closed",
             Change::AudioSilence { .. } => "audio_silence",
+            Change::TranscribeProgress { .. } => "transcribe_progress",
             Change::Unknown => "unknown",
         }
     }
@@ -383,6 +390,7 @@ mod tests {
             delivery: Some("failed".into()),
             delivery_error: Some(r#"{"code":"x","message":"y"}"#.into()),
             purpose: None,
+            language: None,
             permission: Some(Box::new(PermissionCard {
                 request_id: "r".into(),
                 tool: "Bash".into(),

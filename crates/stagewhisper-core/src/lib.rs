@@ -50,6 +50,7 @@ pub mod model;
 pub mod models;
 pub mod net;
 pub mod protocol;
+pub mod recordings;
 pub mod store;
 pub mod tokens;
 pub mod transcript;

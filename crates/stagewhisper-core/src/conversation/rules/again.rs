@@ -1,0 +1,60 @@
+//! "Transcribe again" ([`crate::recordings`]): a past call's turns get the text a new model
+//! heard, in one batch (one transaction: all of them or none). Each turn keeps its id, speaker,
+//! time and delivery state, so the assistant is told nothing new; the views get
+//! `transcript_updated`.
+
+use super::Rules;
+use crate::conversation::{micros_of, CoreError};
+use crate::events::{Change, Event};
+use crate::model::{MessageKind, MessageRow, TranscriptView};
+use crate::protocol::INSIGHTS_PREFIX;
+use crate::recordings::Retranscribed;
+use crate::store::Op;
+use std::collections::HashMap;
+
+impl Rules {
+    /// Replaces the text (and language) of the call's turns; `rows`: the turns as stored (the
+    /// actor loads them). Every turn must be one of the call's, or nothing changes. Answers the
+    /// number of turns whose text or language changed.
+    pub fn retranscribe(
+        &mut self,
+        call_id: &str,
+        rows: &HashMap<i64, MessageRow>,
+        turns: Vec<Retranscribed>,
+        events: &mut Vec<Event>,
+    ) -> Result<u64, CoreError> {
+        let Some(call) = self.live_chat(call_id) else {
+            return Err(CoreError::SessionNotFound);
+        };
+        if !call.is_call {
+            return Err(CoreError::NotACall);
+        }
+        let start = micros_of(&call.created_at);
+        let insights = format!("{INSIGHTS_PREFIX}{call_id}");
+        let mut changed = Vec::new();
+        for t in turns {
+            let row = rows
+                .get(&t.row)
+                .filter(|r| r.kind == MessageKind::Transcript && r.session_id == insights)
+                .ok_or(CoreError::MessageNotFound)?;
+            let text = t.text.trim();
+            if text.is_empty() || (row.text == text && row.language == t.language) {
+                continue;
+            }
+            let mut row = row.clone();
+            row.text = text.to_string();
+            row.language = t.language;
+            changed.push(row);
+        }
+        let n = changed.len() as u64;
+        for row in changed {
+            let change = Change::TranscriptUpdated {
+                session_id: call_id.to_string(),
+                transcript: TranscriptView::from_row(&row, call_id, start),
+            };
+            self.emit(events, call_id, change);
+            self.ops.push(Op::UpdateMessage(row));
+        }
+        Ok(n)
+    }
+}
