@@ -4,7 +4,7 @@
 //! Off by default, per call and as a default (`PUT /api/audio {"keep_audio": true}`). A call
 //! that keeps its audio has a folder `<data dir>/recordings/<call id>/`: each turn heard is one
 //! FLAC file there (16 kHz mono 16-bit, lossless: a new model hears exactly what the live engine
-//! heard) and `rows.jsonl` ties each turn to its stored transcript row. The folder exists only
+//! heard) and `index.jsonl` says who said each turn, when, and which transcript row it became. The folder exists only
 //! while the call keeps its audio: turning it off removes the folder (nothing is kept when off)
 //! and leaves a marker (`<call id>.off`) so that listening to the call again does not turn it
 //! back on by default. Deleting the call removes both.
@@ -157,7 +157,7 @@ pub struct TranscribeView {
     /// Turns decoded so far, of `total`.
     pub done: u64,
     pub total: u64,
-    /// `done`: turns whose text changed.
+    /// `done`: turns whose text or language changed, and turns added (heard live as nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed: Option<u64>,
     /// `failed`: a stable code (`model_unavailable`, `engine_failed`, `recording_unreadable`,
@@ -178,10 +178,14 @@ impl TranscribeView {
     }
 }
 
-/// A turn's new text from "Transcribe again" (`row`: the stored transcript row).
+/// A turn's new text from "Transcribe again": of a stored transcript row, or of a turn heard
+/// live in which the engine then recognised nothing (`row: None`: added as a new turn of
+/// `speaker` at `at_ms`, the end of its speech, Unix ms).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retranscribed {
-    pub row: i64,
+    pub row: Option<i64>,
+    pub speaker: Option<String>,
+    pub at_ms: i64,
     pub text: String,
     pub language: Option<String>,
 }

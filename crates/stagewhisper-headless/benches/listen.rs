@@ -165,7 +165,7 @@ fn both_live(api: &Api, call: &str, pulse: &sound::Pulse, wavs: &[PathBuf], pair
     for (k, (_, who)) in sides.iter().enumerate() {
         let l = &mut lat[k];
         l.sort_by(f64::total_cmp);
-        if let (Some(max), false) = (l.last(), l.is_empty()) {
+        if let Some(&max) = l.last() {
             println!(
                 "both channels live, {who}: end of speech → turn stored: n={} p50 {:.3} s, p90 {:.3} s, max {:.3} s",
                 l.len(),

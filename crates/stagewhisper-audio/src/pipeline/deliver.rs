@@ -40,6 +40,8 @@ pub(crate) fn deliver(
             return;
         }
     }
+    // Kept when its call keeps its audio (also when nothing was recognised in it: another model
+    // may hear words there).
     shared.recorder.turn(&meta, &samples);
     let outcome = {
         let mut o = finals.order();

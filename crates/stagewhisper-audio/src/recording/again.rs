@@ -2,7 +2,8 @@
 //! thread of its own, then their texts replaced in one commit (all or none: a failure on the
 //! way leaves the old turns). Each turn keeps its row, speaker, time and delivery state, so the
 //! assistant is told nothing new. A turn the new model hears nothing in keeps its old text
-//! (nothing a person said is dropped). Progress: `transcribe_progress` live events.
+//! (nothing a person said is dropped); a turn heard live as nothing in which the new model
+//! hears words is added. Progress: `transcribe_progress` live events.
 
 use super::{kept_turns, read_flac, KeptTurn};
 use crate::engine::{self, Engine, EngineErrorKind};
@@ -182,6 +183,8 @@ fn transcribe_turn(
     let heard = u.finish_heard().map_err(engine_failed)?;
     Ok(Retranscribed {
         row: t.row,
+        speaker: t.speaker.clone(),
+        at_ms: t.end_ms,
         text: heard.text,
         language: heard.language,
     })

@@ -4,14 +4,15 @@
 //!
 //! **Format:** each turn the pipeline hears is one FLAC file, `<seq>-<channel>.flac` (16 kHz
 //! mono 16-bit, the samples the engine heard), written when the turn ends (a temporary name,
-//! then a rename: a file is whole or absent). `rows.jsonl` ties a turn to the transcript row it
-//! was stored as (`{"seq", "row"}`, one line per stored turn).
+//! then a rename: a file is whole or absent). `index.jsonl` says who said each turn and when it
+//! ended (`{"seq", "speaker", "end_ms"}`, written with the file) and ties a stored turn to its
+//! transcript row (`{"seq", "row"}`).
 //!
 //! **Why FLAC:** lossless, so a new model hears exactly what the live engine heard (a lossy
 //! speech codec at a few kB/s would be ~10× smaller but changes what is recognised); encoded and
 //! decoded in pure Rust (`flacenc`, `claxon`) with nothing to build or install. Speech at 16 kHz
-//! takes about 1–1.3 MB per minute of speech (silence between turns is not kept at all;
-//! `recording_sizes` in the tests measures it).
+//! takes about 1.1 MB per minute of speech against 1.9 MB raw (1.07 MB on the real-speech
+//! fixtures: `recording_sizes` in the tests); the silence between turns is not kept at all.
 
 pub mod again;
 
@@ -21,8 +22,8 @@ use stagewhisper_core::recordings;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The index of stored turns in a call's folder.
-const ROWS: &str = "rows.jsonl";
+/// The index of a call's kept turns, in its folder.
+const INDEX: &str = "index.jsonl";
 
 /// Why kept audio could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -59,27 +60,37 @@ impl Recorder {
         let file = dir.join(format!("{}-{}.flac", meta.seq, meta.channel.as_str()));
         if let Err(e) = write_flac(&file, samples) {
             tracing::warn!(seq = meta.seq, error = %e, "a turn's audio could not be kept");
+            return;
         }
+        let line = serde_json::json!({"seq": meta.seq, "speaker": meta.speaker, "end_ms": meta.ended_at_ms});
+        note(&dir, meta, &line);
     }
 
     /// The turn `meta` was stored as transcript row `row`.
     pub fn stored(&self, meta: &TurnMeta, row: i64) {
-        let Some(dir) = self.keeping(&meta.call_id) else {
-            return;
-        };
-        let line = serde_json::json!({"seq": meta.seq, "row": row}).to_string();
-        let r = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join(ROWS))
-            .and_then(|mut f| writeln!(f, "{line}"));
-        if let Err(e) = r {
-            tracing::warn!(seq = meta.seq, error = %e, "a kept turn's row could not be noted");
+        if let Some(dir) = self.keeping(&meta.call_id) {
+            note(
+                &dir,
+                meta,
+                &serde_json::json!({"seq": meta.seq, "row": row}),
+            );
         }
     }
 
     fn keeping(&self, call_id: &str) -> Option<PathBuf> {
         recordings::call_dir(&self.data_dir, call_id).filter(|d| d.is_dir())
+    }
+}
+
+/// Appends a line to the call's index.
+fn note(dir: &Path, meta: &TurnMeta, line: &serde_json::Value) {
+    let r = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(INDEX))
+        .and_then(|mut f| writeln!(f, "{line}"));
+    if let Err(e) = r {
+        tracing::warn!(seq = meta.seq, error = %e, "a kept turn could not be noted");
     }
 }
 
@@ -117,7 +128,7 @@ pub fn read_flac(file: &Path) -> Result<Vec<i16>, RecordingError> {
     };
     let mut reader = claxon::FlacReader::open(file).map_err(|e| bad(e.to_string()))?;
     let info = reader.streaminfo();
-    if info.channels != 1 || info.bits_per_sample != 16 || info.sample_rate != RATE as u32 {
+    if info.channels != 1 || info.bits_per_sample != 16 || info.sample_rate != RATE {
         return Err(bad(format!(
             "{} channel(s), {} bits, {} Hz: not the app's 16 kHz mono 16-bit",
             info.channels, info.bits_per_sample, info.sample_rate
@@ -129,21 +140,24 @@ pub fn read_flac(file: &Path) -> Result<Vec<i16>, RecordingError> {
         .collect()
 }
 
-/// A kept turn that was stored: its row and its audio's file.
+/// A kept turn: its transcript row (`None`: nothing was recognised in it live), who said it,
+/// when it ended (Unix ms) and its audio's file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeptTurn {
     pub seq: u64,
-    pub row: i64,
+    pub row: Option<i64>,
+    pub speaker: Option<String>,
+    pub end_ms: i64,
     pub file: PathBuf,
 }
 
-/// The call's kept turns that are in its transcript, in the order they were heard (a turn
-/// heard but never stored — nothing recognised, an echo — is not transcribed again).
+/// The call's kept turns, in the order they were heard (an echo of the other side is never
+/// kept).
 pub fn kept_turns(data_dir: &Path, call_id: &str) -> Result<Vec<KeptTurn>, RecordingError> {
     let Some(dir) = recordings::call_dir(data_dir, call_id) else {
         return Ok(Vec::new());
     };
-    let rows = match std::fs::read_to_string(dir.join(ROWS)) {
+    let index = match std::fs::read_to_string(dir.join(INDEX)) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e.into()),
@@ -159,21 +173,32 @@ pub fn kept_turns(data_dir: &Path, call_id: &str) -> Result<Vec<KeptTurn>, Recor
             files.insert(seq, e.path());
         }
     }
-    let mut turns: Vec<KeptTurn> = rows
+    let mut turns = std::collections::BTreeMap::<u64, KeptTurn>::new();
+    for v in index
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| Some((v["seq"].as_u64()?, v["row"].as_i64()?)))
-        .filter_map(|(seq, row)| {
-            files.get(&seq).map(|f| KeptTurn {
-                seq,
-                row,
-                file: f.clone(),
-            })
-        })
-        .collect();
-    turns.sort_by_key(|t| t.seq);
-    turns.dedup_by_key(|t| t.row);
-    Ok(turns)
+    {
+        let Some((seq, file)) = v["seq"].as_u64().and_then(|s| Some((s, files.get(&s)?))) else {
+            continue;
+        };
+        let t = turns.entry(seq).or_insert_with(|| KeptTurn {
+            seq,
+            row: None,
+            speaker: None,
+            end_ms: 0,
+            file: file.clone(),
+        });
+        if let Some(row) = v["row"].as_i64() {
+            t.row = Some(row);
+        }
+        if let Some(s) = v["speaker"].as_str() {
+            t.speaker = Some(s.to_string());
+        }
+        if let Some(end) = v["end_ms"].as_i64() {
+            t.end_ms = end;
+        }
+    }
+    Ok(turns.into_values().collect())
 }
 
 #[cfg(test)]
@@ -197,7 +222,7 @@ mod tests {
     }
 
     /// A turn's audio reads back exactly; nothing is written for a call that does not keep
-    /// its audio; only stored turns are listed, in order.
+    /// its audio; the turns are listed in order, with their rows when stored.
     #[test]
     fn turns_are_kept_losslessly_and_only_when_the_call_keeps_them() {
         let d = tempfile::tempdir().unwrap();
@@ -220,12 +245,42 @@ mod tests {
         let turns = kept_turns(d.path(), "c1").unwrap();
         assert_eq!(
             turns.iter().map(|t| (t.seq, t.row)).collect::<Vec<_>>(),
-            [(2, 11), (3, 12)]
+            [(2, Some(11)), (3, Some(12)), (4, None)]
+        );
+        assert_eq!(
+            (turns[2].speaker.as_deref(), turns[2].end_ms),
+            (Some("You"), 1000)
         );
         assert_eq!(read_flac(&turns[0].file).unwrap(), tone);
         assert_eq!(read_flac(&turns[1].file).unwrap(), tone[..8000]);
         let (bytes, n) = recordings::usage(d.path(), "c1");
         assert_eq!(n, 3);
         assert!(bytes > 0 && bytes < (tone.len() * 2 * 2 + 8000 * 2) as u64);
+    }
+
+    /// What keeping costs: the real-speech fixtures (16 kHz mono, 52 s of human speech) as
+    /// kept, in bytes per minute of speech. Raw 16-bit PCM is 1.92 MB a minute; FLAC must save
+    /// a good share of it (the figure is printed for the docs).
+    #[test]
+    fn recording_sizes() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/speech");
+        let out = tempfile::tempdir().unwrap();
+        let (mut samples, mut bytes) = (0usize, 0u64);
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            if e.path().extension().is_none_or(|x| x != "wav") {
+                continue;
+            }
+            let pcm = crate::pcm::read_wav_16k_mono(&e.path()).unwrap();
+            let file = out.path().join("t.flac");
+            write_flac(&file, &pcm).unwrap();
+            assert_eq!(read_flac(&file).unwrap(), pcm);
+            samples += pcm.len();
+            bytes += file.metadata().unwrap().len();
+        }
+        let minutes = samples as f64 / f64::from(RATE) / 60.0;
+        let per_minute = bytes as f64 / minutes;
+        println!("kept audio: {bytes} bytes for {minutes:.2} min of speech: {per_minute:.0} bytes per minute");
+        assert!(minutes > 0.5, "the fixtures: {minutes} min");
+        assert!(per_minute < 1_500_000.0, "{per_minute} bytes per minute");
     }
 }

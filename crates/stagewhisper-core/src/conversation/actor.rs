@@ -515,9 +515,9 @@ impl Actor {
                     }
                 }
                 Cmd::Retranscribe { turns, .. } => {
-                    for t in turns {
-                        if let Some(row) = load::message(&mut self.reader, t.row).await? {
-                            rows.insert(t.row, row);
+                    for id in turns.iter().filter_map(|t| t.row) {
+                        if let Some(row) = load::message(&mut self.reader, id).await? {
+                            rows.insert(id, row);
                         }
                     }
                 }

@@ -225,6 +225,14 @@ fn check_file(cfg: &WhisperConfig) -> Result<(), EngineError> {
             p.display()
         )));
     }
+    // The whole header, as the importer checks it: whisper.cpp trusts it, and a damaged one
+    // (the magic right, the sizes not) brings the process down instead of failing.
+    crate::models::ggml::Header::read(p).map_err(|why| {
+        EngineError::unavailable(format!(
+            "{} is not a usable Whisper model: {why}",
+            p.display()
+        ))
+    })?;
     Ok(())
 }
 
