@@ -507,6 +507,19 @@ mod tests {
                 error: Some("network_unavailable".into()),
                 message: Some("no connection".into()),
             },
+            Change::TranscribeProgress {
+                session_id: s(),
+                progress: crate::recordings::TranscribeView {
+                    model: "base.en".into(),
+                    language: "auto".into(),
+                    state: "done".into(),
+                    done: 3,
+                    total: 3,
+                    changed: Some(2),
+                    error: None,
+                    message: None,
+                },
+            },
         ]
     }
 

@@ -25,12 +25,13 @@ mod sound;
 use common::*;
 use serde_json::{json, Value};
 use sound::Pulse;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Bound of a wait for something the engine must hear (recognition on two busy cores).
-const HEAR: Duration = Duration::from_secs(90);
+const HEAR: Duration = Duration::from_secs(180);
 
 async fn transcript(app: &App, call: &str) -> Vec<Value> {
     let r = app.ui().get(&format!("/api/calls/{call}/transcript")).await;
@@ -38,25 +39,35 @@ async fn transcript(app: &App, call: &str) -> Vec<Value> {
     r.json.as_array().cloned().unwrap_or_default()
 }
 
-/// Waits for a turn of `speaker` (any: `None`), then for the transcript to stay the same for
-/// 4 s (the last turns of a clip are in).
-async fn settled(app: &App, call: &str, speaker: Option<&str>) -> Vec<Value> {
-    wait_for("a turn", HEAR, || async {
-        let t = transcript(app, call).await;
-        t.iter()
-            .any(|x| speaker.is_none_or(|s| x["speaker"] == s))
-            .then_some(())
-            .ok_or_else(|| serde_json::to_string_pretty(&t).unwrap())
-    })
-    .await;
-    let mut last = transcript(app, call).await;
+/// Waits until every turn heard in `call` has had its final event (stored, empty, echo…), a
+/// turn of `speaker` (any: `None`) is in the transcript, and nothing new came for 3 s.
+async fn settled(app: &App, seen: &Seen, call: &str, speaker: Option<&str>) -> Vec<Value> {
+    let quiet = || {
+        let partials: Vec<Value> = of_type(seen, "transcript_partial")
+            .into_iter()
+            .filter(|v| v["session_id"] == call)
+            .collect();
+        let ids: HashSet<String> = partials.iter().map(|v| v["turn_id"].to_string()).collect();
+        let finals: HashSet<String> = partials
+            .iter()
+            .filter(|v| v["final"] == true)
+            .map(|v| v["turn_id"].to_string())
+            .collect();
+        (!ids.is_empty() && ids == finals).then_some(partials.len())
+    };
     loop {
-        tokio::time::sleep(Duration::from_secs(4)).await;
-        let now = transcript(app, call).await;
-        if now == last {
-            return now;
+        let n = wait_for("every turn heard to its final", HEAR, || async {
+            let t = transcript(app, call).await;
+            match quiet() {
+                Some(n) if t.iter().any(|x| speaker.is_none_or(|s| x["speaker"] == s)) => Ok(n),
+                _ => Err(serde_json::to_string_pretty(&t).unwrap()),
+            }
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        if quiet() == Some(n) {
+            return transcript(app, call).await;
         }
-        last = now;
     }
 }
 
@@ -100,28 +111,35 @@ fn flac_files(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
-/// The live `transcribe_progress` events of the stream.
-type Progress = Arc<Mutex<Vec<Value>>>;
+/// Every event of the stream.
+type Seen = Arc<Mutex<Vec<Value>>>;
 
-fn follow(mut stream: EventStream) -> Progress {
-    let seen: Progress = Arc::default();
+fn follow(mut stream: EventStream) -> Seen {
+    let seen: Seen = Arc::default();
     let s = seen.clone();
     tokio::spawn(async move {
         while let Some(e) = stream.next(Duration::from_secs(3600)).await {
             if let Ok(v) = serde_json::from_str::<Value>(&e.data) {
-                if v["type"] == "transcribe_progress" {
-                    s.lock().unwrap().push(v);
-                }
+                s.lock().unwrap().push(v);
             }
         }
     });
     seen
 }
 
+fn of_type(seen: &Seen, kind: &str) -> Vec<Value> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|v| v["type"] == kind)
+        .cloned()
+        .collect()
+}
+
 /// Waits for the run's last event (`done` or `failed`) after the first `after` events.
-async fn run_end(progress: &Progress, after: usize) -> Value {
+async fn run_end(seen: &Seen, after: usize) -> Value {
     wait_for("the end of transcribing again", HEAR, || async {
-        let p = progress.lock().unwrap().clone();
+        let p = of_type(seen, "transcribe_progress");
         p.iter()
             .skip(after)
             .find(|v| v["progress"]["state"] != "running")
@@ -160,6 +178,7 @@ async fn transcribe_again_replaces_a_past_calls_turns_from_its_kept_audio_and_ke
     let data = root.path().join("data");
     let app = App::launch(data.clone(), vec![], &pulse.env()).await;
     let ui = app.ui();
+    let seen = follow(app.events(SseOpts::live()).await);
     let (base, received) = hardening::fake_assistant().await;
     let r = ui
         .request(
@@ -217,7 +236,7 @@ async fn transcribe_again_replaces_a_past_calls_turns_from_its_kept_audio_and_ke
         "{r}"
     );
     pulse.play("micfeed", &clip("goforward.wav"));
-    settled(&app, &off, None).await;
+    settled(&app, &seen, &off, None).await;
     assert!(
         !recordings.join(&off).exists(),
         "audio kept for a call with keeping off"
@@ -230,7 +249,7 @@ async fn transcribe_again_replaces_a_past_calls_turns_from_its_kept_audio_and_ke
     let call = new_call(&app).await;
     pulse.play("call", &clip("jfk.wav"));
     pulse.play("micfeed", &clip("goforward.wav"));
-    let before = settled(&app, &call, Some("Them")).await;
+    let before = settled(&app, &seen, &call, Some("Them")).await;
     let r = transcribe(&app, &call, json!({"model": "tiny.en-q8_0"})).await;
     assert_error(&r, 409, "call_not_ended");
     end_call(&app, &call).await;
@@ -265,8 +284,6 @@ async fn transcribe_again_replaces_a_past_calls_turns_from_its_kept_audio_and_ke
         data.join("models/ggml-tiny.en-q8_0.bin"),
     )
     .unwrap();
-    let progress = follow(app.events(SseOpts::live()).await);
-    tokio::time::sleep(Duration::from_millis(300)).await;
 
     // A file that is not a model is refused at once; a damaged model (its header right, the
     // rest cut off) fails the run when it loads: either way nothing changes.
@@ -279,7 +296,7 @@ async fn transcribe_again_replaces_a_past_calls_turns_from_its_kept_audio_and_ke
     std::fs::write(&broken, &model[..1_000_000]).unwrap();
     let r = transcribe(&app, &call, json!({"model": broken.to_str().unwrap()})).await;
     assert_eq!(r.status, 202, "{r}");
-    let end = run_end(&progress, 0).await;
+    let end = run_end(&seen, 0).await;
     assert_eq!(
         (&end["progress"]["state"], &end["progress"]["error"]),
         (&json!("failed"), &json!("model_unavailable")),
@@ -299,7 +316,7 @@ async fn transcribe_again_replaces_a_past_calls_turns_from_its_kept_audio_and_ke
     assert_eq!(r.status, 400, "{r}");
 
     // Whisper: the same turns, better words, with their language.
-    let n = progress.lock().unwrap().len();
+    let n = of_type(&seen, "transcribe_progress").len();
     let r = transcribe(&app, &call, json!({"model": "tiny.en-q8_0"})).await;
     assert_eq!(
         (r.status, &r.json["state"]),
@@ -307,7 +324,7 @@ async fn transcribe_again_replaces_a_past_calls_turns_from_its_kept_audio_and_ke
         "{r}"
     );
     assert!(r.json["total"].as_u64() >= Some(before.len() as u64), "{r}");
-    let end = run_end(&progress, n).await;
+    let end = run_end(&seen, n).await;
     assert_eq!(end["progress"]["state"], "done", "{end}");
     assert_eq!(end["session_id"], json!(call), "{end}");
     let after = transcript(&app, &call).await;
@@ -322,7 +339,10 @@ async fn transcribe_again_replaces_a_past_calls_turns_from_its_kept_audio_and_ke
         "ids, speakers, times, delivery"
     );
     // Turns heard live as nothing and now heard are added, never to be sent.
-    for t in after.iter().filter(|t| !before.iter().any(|b| b["id"] == t["id"])) {
+    for t in after
+        .iter()
+        .filter(|t| !before.iter().any(|b| b["id"] == t["id"]))
+    {
         assert!(t["delivery"].is_null() && t["task_id"].is_null(), "{t}");
     }
     assert!(after.iter().any(|t| t["language"] == "en"), "{after:?}");

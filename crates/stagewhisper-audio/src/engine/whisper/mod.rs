@@ -398,4 +398,17 @@ mod tests {
         let e = WhisperEngine::new(cfg).err().unwrap();
         assert!(e.message.contains("not a Whisper model"), "{e}");
     }
+
+    /// A file with the `ggml` magic and a damaged header is refused before whisper.cpp reads
+    /// it (whisper.cpp trusts the sizes it reads, and such a file brought the app down).
+    #[test]
+    fn a_damaged_header_is_refused_before_whisper_cpp_loads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("junk.bin");
+        std::fs::write(&file, b"lmgg not a model at all, whatever follows").unwrap();
+        let cfg = WhisperConfig::new(file.to_str().unwrap(), "auto", dir.path());
+        let e = WhisperEngine::new(cfg).err().unwrap();
+        assert_eq!(e.kind, super::super::EngineErrorKind::Unavailable);
+        assert!(e.message.contains("not a usable Whisper model"), "{e}");
+    }
 }

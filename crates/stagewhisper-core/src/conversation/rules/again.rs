@@ -82,3 +82,95 @@ impl Rules {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::clock::ManualClock;
+    use crate::conversation::{Conversation, CoreError, Settings};
+    use crate::recordings::Retranscribed;
+    use crate::store::Store;
+    use chrono::DateTime;
+
+    fn turn(row: Option<i64>, text: &str, at_ms: i64) -> Retranscribed {
+        Retranscribed {
+            row,
+            speaker: Some("Them".into()),
+            at_ms,
+            text: text.into(),
+            language: Some("en".into()),
+        }
+    }
+
+    /// On a real SQLite file: the turns change in place (ids, speakers, delivery kept), an
+    /// empty text keeps the old one, a turn heard as nothing is added at its time and never
+    /// sent, and one bad row changes nothing at all.
+    #[tokio::test]
+    async fn a_past_calls_turns_are_replaced_in_place_all_or_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, conn) = Store::open(&dir.path().join("t.db"), Default::default())
+            .await
+            .unwrap();
+        let clock = ManualClock::new(DateTime::from_timestamp(1_800_000_000, 0).unwrap());
+        let settings = Settings {
+            typing_timeout_ms: 30_000,
+            insights_grace_ms: 60_000,
+        };
+        let c = Conversation::start(store, conn, clock.clone(), settings)
+            .await
+            .unwrap();
+        let call = c.create_session(true, None).await.unwrap().session_id;
+        let a = c
+            .transcript_turn_in(&call, Some("You"), "helo wrld", None)
+            .await
+            .unwrap();
+        let b = c
+            .transcript_turn_in(&call, Some("Them"), "bye", Some("en"))
+            .await
+            .unwrap();
+        assert_eq!((a.language, b.language.as_deref()), (None, Some("en")));
+        c.end_call(&call).await.unwrap();
+        let later = 1_800_000_000_000 + 5_000;
+        let texts = |t: &[crate::model::TranscriptView]| {
+            t.iter().map(|x| x.text.clone()).collect::<Vec<_>>()
+        };
+        let bad = c
+            .retranscribe(
+                &call,
+                vec![
+                    turn(Some(a.id), "hello world", 0),
+                    turn(Some(999_999), "x", 0),
+                ],
+            )
+            .await;
+        assert!(matches!(bad, Err(CoreError::MessageNotFound)), "{bad:?}");
+        let before = c.transcript(&call).await.unwrap();
+        assert_eq!(texts(&before), ["helo wrld", "bye"]);
+        let n = c
+            .retranscribe(
+                &call,
+                vec![
+                    turn(Some(a.id), "hello world", 0),
+                    turn(Some(b.id), " ", 0),
+                    turn(None, "and more", later),
+                    turn(None, "", later),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(n, 2);
+        let after = c.transcript(&call).await.unwrap();
+        assert_eq!(texts(&after), ["hello world", "bye", "and more"]);
+        let (a2, b2, added) = (&after[0], &after[1], &after[2]);
+        assert_eq!((a2.id, a2.speaker.as_deref()), (a.id, Some("You")));
+        assert_eq!(
+            (a2.delivery.clone(), a2.language.as_deref()),
+            (a.delivery, Some("en"))
+        );
+        assert_eq!(b2, &before[1]);
+        assert_eq!(
+            (added.speaker.as_deref(), added.delivery.clone()),
+            (Some("Them"), None)
+        );
+        assert_eq!(added.offset_ms, 5_000);
+    }
+}
