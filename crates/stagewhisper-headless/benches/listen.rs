@@ -144,12 +144,13 @@ fn both_live(api: &Api, call: &str, pulse: &sound::Pulse, wavs: &[PathBuf], pair
         let mut done = [false, false];
         let began = Instant::now();
         while done != [true, true] && began.elapsed() < Duration::from_secs(60) {
-            for k in 0..2 {
-                if let Some(p) = players[k].as_mut() {
-                    if p.try_wait().unwrap().is_some() {
-                        players[k] = None;
-                        ended[k] = Some((Instant::now(), turns_of(api, call, sides[k].1)));
-                    }
+            for (k, player) in players.iter_mut().enumerate() {
+                if player
+                    .as_mut()
+                    .is_some_and(|p| p.try_wait().unwrap().is_some())
+                {
+                    *player = None;
+                    ended[k] = Some((Instant::now(), turns_of(api, call, sides[k].1)));
                 }
                 if let (false, Some((at, n))) = (done[k], ended[k]) {
                     if turns_of(api, call, sides[k].1) > n {

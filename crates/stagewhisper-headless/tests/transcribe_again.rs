@@ -30,8 +30,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Bound of a wait for something the engine must hear (recognition on two busy cores).
-const HEAR: Duration = Duration::from_secs(180);
+/// Bound of a wait for something the engine must hear (recognition on two busy cores: with
+/// eight builds beside it, PocketSphinx took minutes for JFK's 11 s).
+const HEAR: Duration = Duration::from_secs(300);
 
 async fn transcript(app: &App, call: &str) -> Vec<Value> {
     let r = app.ui().get(&format!("/api/calls/{call}/transcript")).await;
@@ -60,7 +61,15 @@ async fn settled(app: &App, seen: &Seen, call: &str, speaker: Option<&str>) -> V
             let t = transcript(app, call).await;
             match quiet() {
                 Some(n) if t.iter().any(|x| speaker.is_none_or(|s| x["speaker"] == s)) => Ok(n),
-                _ => Err(serde_json::to_string_pretty(&t).unwrap()),
+                _ => Err(format!(
+                    "{}\nthe call's turns heard (partials and finals): {:?}",
+                    serde_json::to_string_pretty(&t).unwrap(),
+                    of_type(seen, "transcript_partial")
+                        .iter()
+                        .filter(|v| v["session_id"] == call)
+                        .map(|v| format!("{} {} {}", v["turn_id"], v["final"], v["outcome"]))
+                        .collect::<Vec<_>>()
+                )),
             }
         })
         .await;
