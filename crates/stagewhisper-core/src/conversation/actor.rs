@@ -621,7 +621,7 @@ impl Actor {
                 call_id,
                 turns,
                 reply,
-            } => finish(reply, rules.retranscribe(&call_id, &rows, turns, events)),
+            } => finish(reply, rules.retranscribe(&call_id, rows, turns, events)),
             Cmd::PermissionRequest {
                 session_id,
                 request_id,
