@@ -86,6 +86,7 @@ export class App extends AppBar {
       send: (t) => this.send(t),
       openChat: () => this.setTab('chat', true),
       summariseControls: (s) => this.summariseControls(s, 'summarise-review'),
+      api: (m, p, b) => this.api(m, p, b),
     });
     this.history = new HistoryView({
       open: (id) => this.open(id, 'chat'),

@@ -126,6 +126,7 @@ export class AudioSettings extends AudioSettingsForm {
     this.unavailable = unavailable;
     this.paint();
     if (a) this.speakers.show(a);
+    if (a) this.keepAudio.show(a);
   }
 
   /** The latest levels (null: none coming). */

@@ -62,6 +62,9 @@ pub struct TurnMeta {
     /// The engine failures met so far (for the log and the backoff).
     #[serde(default)]
     pub attempts: u32,
+    /// The language its text was heard in (ISO-639-1), when the engine told it.
+    #[serde(default)]
+    pub language: Option<String>,
 }
 
 impl TurnMeta {
@@ -482,6 +485,7 @@ mod tests {
                 samples: 0,
                 text: text.map(str::to_string),
                 attempts: 0,
+                language: None,
             },
             samples: (0..n).map(|i| (i % 1000) as i16 - 500).collect(),
         }

@@ -26,6 +26,7 @@ pub mod file;
 pub mod models;
 pub mod pcm;
 pub mod pipeline;
+pub mod recording;
 pub mod service;
 pub mod settings;
 pub mod speakers;

@@ -26,6 +26,9 @@ pub struct AudioSettings {
     /// Telling the call's speakers apart (off unless turned on).
     #[serde(default)]
     pub speakers: SpeakerSettings,
+    /// Keep each new call's audio for "Transcribe again" (off unless turned on).
+    #[serde(default)]
+    pub keep_audio: bool,
 }
 
 impl Default for AudioSettings {
@@ -38,6 +41,7 @@ impl Default for AudioSettings {
             them_label: DEFAULT_THEM.into(),
             detection: Default::default(),
             speakers: SpeakerSettings::default(),
+            keep_audio: false,
         }
     }
 }
@@ -65,6 +69,9 @@ impl AudioSettings {
         let mut next = self.clone();
         if let Some(speakers) = &update.speakers {
             next.speakers = speakers.clone();
+        }
+        if let Some(keep) = update.keep_audio {
+            next.keep_audio = keep;
         }
         if let Some(mic) = &update.mic {
             next.mic = SourceChoice::from(mic.clone());
@@ -133,6 +140,7 @@ impl AudioSettings {
                 enabled: settings.speakers.enabled,
                 ..SpeakersView::default()
             },
+            keep_audio: settings.keep_audio,
             status,
         }
     }

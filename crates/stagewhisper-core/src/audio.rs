@@ -225,6 +225,9 @@ pub struct AudioUpdate {
     pub them_label: Option<String>,
     /// `{"enabled": true}`: tell the call's speakers apart.
     pub speakers: Option<SpeakerSettings>,
+    /// Keep each new call's audio for "Transcribe again" (a call's own choice:
+    /// `PUT /api/calls/{id}/recording`).
+    pub keep_audio: Option<bool>,
 }
 
 /// An engine as `PUT /api/audio` takes it.
@@ -393,6 +396,8 @@ pub struct AudioView {
     pub you_label: String,
     pub them_label: String,
     pub speakers: SpeakersView,
+    /// New calls keep their audio for "Transcribe again".
+    pub keep_audio: bool,
     pub status: AudioStatus,
 }
 
@@ -508,6 +513,25 @@ pub trait Ears: Send + Sync + 'static {
     /// Stops capture and lets the turns in flight finish (the app is shutting down).
     fn shutdown(&self) -> BoxFuture<'_, ()>;
 
+    /// "Transcribe again" a past call whose audio was kept ([`crate::recordings`]): checked
+    /// here, then run on a thread of its own (progress as `transcribe_progress` events).
+    fn transcribe_again(
+        &self,
+        _call_id: &str,
+        _request: crate::recordings::TranscribeRequest,
+    ) -> BoxFuture<'_, Result<crate::recordings::TranscribeView, AudioError>> {
+        Box::pin(async {
+            Err(AudioError::unavailable(
+                "this build cannot transcribe again",
+            ))
+        })
+    }
+
+    /// The latest "Transcribe again" of `call_id` since the app started (running, or its end).
+    fn transcribing(&self, _call_id: &str) -> Option<crate::recordings::TranscribeView> {
+        None
+    }
+
     /// Call detection: settings, offers, status (`crate::detect`). A pipeline without it
     /// answers `503 audio_unavailable`.
     fn detection(&self) -> Result<DetectionView, AudioError> {
@@ -557,11 +581,12 @@ impl EarsContext {
         call_id: &str,
         speaker: Option<&str>,
         text: &str,
+        language: Option<&str>,
     ) -> Result<TranscriptView, TurnError> {
         let (speaker, text) = check_turn(speaker, text)?;
         let t = self
             .conversation
-            .transcript_turn(call_id, speaker.as_deref(), &text)
+            .transcript_turn_in(call_id, speaker.as_deref(), &text, language)
             .await?;
         self.link.wake();
         Ok(t)

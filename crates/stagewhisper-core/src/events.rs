@@ -149,6 +149,12 @@ pub enum Change {
         channel: Option<Channel>,
         message: String,
     },
+    /// Live-only: "Transcribe again" of a past call: its progress and its end (see
+    /// [`crate::recordings`]).
+    TranscribeProgress {
+        session_id: String,
+        progress: crate::recordings::TranscribeView,
+    },
     /// A logged event of a type this version does not know (its JSON is passed on as it is).
     #[serde(other)]
     Unknown,
@@ -188,6 +194,7 @@ impl Change {
             Change::CallOffered { .. } => "call_offered",
             Change::CallOfferClosed { .. } => "call_offer_closed",
             Change::AudioSilence { .. } => "audio_silence",
+            Change::TranscribeProgress { .. } => "transcribe_progress",
             Change::Unknown => "unknown",
         }
     }
@@ -383,6 +390,7 @@ mod tests {
             delivery: Some("failed".into()),
             delivery_error: Some(r#"{"code":"x","message":"y"}"#.into()),
             purpose: None,
+            language: None,
             permission: Some(Box::new(PermissionCard {
                 request_id: "r".into(),
                 tool: "Bash".into(),
@@ -498,6 +506,19 @@ mod tests {
                 total: 77_704_715,
                 error: Some("network_unavailable".into()),
                 message: Some("no connection".into()),
+            },
+            Change::TranscribeProgress {
+                session_id: s(),
+                progress: crate::recordings::TranscribeView {
+                    model: "base.en".into(),
+                    language: "auto".into(),
+                    state: "done".into(),
+                    done: 3,
+                    total: 3,
+                    changed: Some(2),
+                    error: None,
+                    message: None,
+                },
             },
         ]
     }

@@ -49,6 +49,7 @@ pub mod model;
 pub mod models;
 pub mod net;
 pub mod protocol;
+pub mod recordings;
 pub mod settings;
 pub mod store;
 pub mod tokens;

@@ -81,6 +81,8 @@ pub struct MessageRow {
     pub permission: Option<Box<PermissionCard>>,
     /// Not an ordinary message: [`PURPOSE_SUMMARY_REQUEST`] (shown short, left out of search).
     pub purpose: Option<String>,
+    /// A transcript turn's language (ISO-639-1), when the engine told it.
+    pub language: Option<String>,
 }
 
 /// The purpose of the user's "Summarise this call" (its text carries the transcript).
@@ -233,6 +235,9 @@ pub struct TranscriptView {
     pub task_id: Option<String>,
     pub delivery: Option<String>,
     pub delivery_error: Option<serde_json::Value>,
+    /// The language it was heard in (ISO-639-1), when the engine told it (Whisper does).
+    #[serde(default)]
+    pub language: Option<String>,
 }
 
 impl TranscriptView {
@@ -250,6 +255,7 @@ impl TranscriptView {
                 .delivery_error
                 .as_deref()
                 .and_then(|e| serde_json::from_str(e).ok()),
+            language: r.language.clone(),
         }
     }
 }
@@ -427,6 +433,7 @@ mod tests {
             delivery: Some("failed".into()),
             delivery_error: Some(r#"{"code":"x","message":"y"}"#.into()),
             purpose: None,
+            language: None,
             permission: None,
         };
         let same = |row: &MessageRow| {

@@ -1,7 +1,7 @@
 //! Listening to a call: CPU on silence, end of speech → turn stored, memory over a long capture.
 //!
 //! `cargo bench -p stagewhisper-headless --bench listen [-- --silence-secs N] [--sentences N]
-//! [--capture-secs N] [--base-url URL --model NAME]`
+//! [--capture-secs N] [--base-url URL --model NAME] [--whisper-model FILE] [--both N]`
 //!
 //! Starts a private PulseAudio (the tests' `sound::Pulse`: null sinks `call` and `micfeed`, the
 //! remapped source `mic`) and the release `stagewhisper-headless` binary on it, then:
@@ -11,11 +11,16 @@
 //!    into the microphone and the call) and measures, for each, from the moment `paplay` has
 //!    handed the last sample to the server to the moment the turn is in
 //!    `GET /api/calls/{id}/transcript` (polled every 10 ms): p50, p90, max;
-//! 3. keeps talking (the corpus in a loop, both channels) for `--capture-secs` (120; the figure
+//! 3. plays `--both` (10) pairs of sentences into both channels at once (both live, as in a
+//!    call where people talk over each other) and measures, per channel, from the end of its
+//!    sentence to its turn stored: p50, p90, max;
+//! 4. keeps talking (the corpus in a loop, both channels) for `--capture-secs` (120; the figure
 //!    the issue asks for is 600) and samples `VmRSS` every 10 % of that time.
 //!
 //! The engine is the built-in one unless `--base-url` names an OpenAI-compatible server (e.g.
-//! `tests/whisper/server.py`). Needs `pulseaudio`, `pulseaudio-utils` and `espeak-ng`; without
+//! `tests/whisper/server.py`), or `--whisper-model` a ggml model file (e.g.
+//! `.peers/whisper/models/ggml-tiny.en-q8_0.bin` from `tests/whisper/install.sh`), installed in
+//! the data dir before the app starts so that Whisper in process is the default engine. Needs `pulseaudio`, `pulseaudio-utils` and `espeak-ng`; without
 //! them it says so and exits. Linux only (it reads `/proc`).
 
 #[path = "../tests/sound/mod.rs"]
@@ -117,6 +122,62 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
+/// The call's turns of `speaker`.
+fn turns_of(api: &Api, call: &str, speaker: &str) -> usize {
+    let (_, v) = api.call("GET", &format!("/api/calls/{call}/transcript"), None);
+    v.as_array()
+        .map_or(0, |t| t.iter().filter(|x| x["speaker"] == speaker).count())
+}
+
+/// `pairs` pairs of sentences, one into each channel at the same time: per channel, the end of
+/// its sentence (its `paplay` done) → its next turn stored.
+fn both_live(api: &Api, call: &str, pulse: &sound::Pulse, wavs: &[PathBuf], pairs: usize) {
+    let mut lat: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let sides = [("micfeed", "You"), ("call", "Them")];
+    for i in 0..pairs {
+        let mut players: Vec<Option<Child>> = sides
+            .iter()
+            .enumerate()
+            .map(|(k, (sink, _))| Some(pulse.play_bg(sink, &wavs[(2 * i + k) % wavs.len()])))
+            .collect();
+        let mut ended: [Option<(Instant, usize)>; 2] = [None, None];
+        let mut done = [false, false];
+        let began = Instant::now();
+        while done != [true, true] && began.elapsed() < Duration::from_secs(60) {
+            for (k, player) in players.iter_mut().enumerate() {
+                if player
+                    .as_mut()
+                    .is_some_and(|p| p.try_wait().unwrap().is_some())
+                {
+                    *player = None;
+                    ended[k] = Some((Instant::now(), turns_of(api, call, sides[k].1)));
+                }
+                if let (false, Some((at, n))) = (done[k], ended[k]) {
+                    if turns_of(api, call, sides[k].1) > n {
+                        lat[k].push(at.elapsed().as_secs_f64());
+                        done[k] = true;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(800));
+    }
+    for (k, (_, who)) in sides.iter().enumerate() {
+        let l = &mut lat[k];
+        l.sort_by(f64::total_cmp);
+        if let Some(&max) = l.last() {
+            println!(
+                "both channels live, {who}: end of speech → turn stored: n={} p50 {:.3} s, p90 {:.3} s, max {:.3} s",
+                l.len(),
+                percentile(l, 0.5),
+                percentile(l, 0.9),
+                max
+            );
+        }
+    }
+}
+
 fn main() {
     if !sound::tools("bench listen") {
         return;
@@ -126,6 +187,15 @@ fn main() {
     let capture = Duration::from_secs(num("--capture-secs", 120));
     let pulse = sound::Pulse::start();
     let data = tempfile::tempdir().unwrap();
+    if let Some(model) = arg("--whisper-model") {
+        let model = std::fs::canonicalize(&model).unwrap_or_else(|e| panic!("{model}: {e}"));
+        std::fs::create_dir_all(data.path().join("models")).unwrap();
+        std::os::unix::fs::symlink(
+            &model,
+            data.path().join("models").join(model.file_name().unwrap()),
+        )
+        .unwrap();
+    }
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_stagewhisper-headless"));
     let mut child: Child = Command::new(&bin)
         .args(["--data-dir"])
@@ -174,20 +244,23 @@ fn main() {
     );
     assert_eq!(st, 201, "{v}");
     let call = v["session_id"].as_str().unwrap().to_string();
-    let until = Instant::now() + Duration::from_secs(30);
+    let until = Instant::now() + Duration::from_secs(60);
     loop {
         let (_, v) = api.call("GET", "/api/audio", None);
         if v["status"]["state"] == "listening"
             && v["status"]["channels"]
                 .as_array()
                 .is_some_and(|c| c.iter().all(|c| !c["source"].is_null()))
+            && v["status"]["engine"]["detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("Ready"))
         {
             break;
         }
         assert!(Instant::now() < until, "not listening: {v}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let engine = api.call("GET", "/api/audio", None).1["engine"]["kind"].clone();
+    let engine = api.call("GET", "/api/audio", None).1["status"]["engine"]["detail"].clone();
     println!("engine: {engine}");
 
     // 1. Silence.
@@ -244,7 +317,10 @@ fn main() {
         );
     }
 
-    // 3. A long capture.
+    // 3. Both channels at once.
+    both_live(&api, &call, &pulse, &wavs, num("--both", 10) as usize);
+
+    // 4. A long capture.
     let began = Instant::now();
     let step = capture / 10;
     let mut next = step;

@@ -481,6 +481,8 @@ async fn hearing_whisper_is_the_default_with_a_model_installed_and_hears_real_sp
             .collect::<Vec<_>>()
             .join(" ")
     };
+    // Each turn carries the language Whisper heard it in (English-only model: `en`).
+    assert!(turns.iter().all(|t| t["language"] == "en"), "{turns:?}");
     for (who, clip) in [("Them", "jfk.wav"), ("You", "austen-0890.wav")] {
         let (errors, words) = engines::wer(reference(clip), &said(who));
         assert!(

@@ -2,6 +2,7 @@
 // ../audiosettings.ts, whose class extends this one).
 
 import { SpeakersSetting } from '../speakers';
+import { KeepAudioSetting } from '../settings/keepaudio';
 import { LevelMeter, TEST_SECONDS, type AudioField } from '../audio';
 import { h } from '../dom';
 import { ModelSettings } from '../settings/models';
@@ -87,6 +88,7 @@ export abstract class AudioSettingsForm {
   protected renewTimer!: ReturnType<typeof setTimeout> | undefined;
   protected testing: AudioChannel | null = null;
   protected speakers!: SpeakersSetting;
+  protected keepAudio!: KeepAudioSetting;
 
   constructor(protected actions: AudioSettingsActions) {
     this.buildUnavailable();
@@ -105,6 +107,7 @@ export abstract class AudioSettingsForm {
       useModel: (name) => actions.audioCall('PUT', '/api/audio', { engine: { kind: 'whisper', model: name, language: 'auto' } }),
     });
     this.speakers = new SpeakersSetting(this.actions);
+    this.keepAudio = new KeepAudioSetting(this.actions);
     this.pipelineOnly = [this.sourceFields, newCalls, form, this.speakers.el];
     this.card = h(
       'fieldset',
@@ -118,6 +121,7 @@ export abstract class AudioSettingsForm {
       form,
       this.models.el,
       this.speakers.el,
+      this.keepAudio.el,
     );
   }
 

@@ -10,6 +10,7 @@ import type { Conversation } from '../store';
 import type { Message, Session } from '../types';
 import { lastExchanges, replyWho, type Exchange } from './exchange';
 import { latestSummary } from './summary';
+import { AgainCard, type Api } from './again';
 
 export interface CallViewActions {
   /** Sends `text` to the open call's chat; throws with a sentence on failure. */
@@ -18,6 +19,8 @@ export interface CallViewActions {
   openChat(): void;
   /** The "Summarise this call" button (and its reason when it is off) for an ended call. */
   summariseControls(s: Session): HTMLElement[];
+  /** The control API (the review's kept audio and "Transcribe again"). */
+  api?: Api;
 }
 
 /** `live`: the call runs; `review`: it ended; `none`: no call is open. */
@@ -38,8 +41,10 @@ export class CallView {
   private error = h('div', { class: 'live-error', id: 'live-error', role: 'alert', hidden: true });
   private empty = h('p', { class: 'empty-state live-empty', hidden: true });
   private lastKey = '';
+  private again: AgainCard | null;
 
   constructor(private actions: CallViewActions) {
+    this.again = actions.api ? new AgainCard(actions.api) : null;
     this.input = h('textarea', {
       class: 'live-input',
       id: 'live-input',
@@ -72,6 +77,7 @@ export class CallView {
       { class: 'panel panel-call', id: 'panel-call', role: 'tabpanel', 'aria-labelledby': 'tab-call', hidden: true },
       this.empty,
       this.summary,
+      this.again?.el ?? null,
       this.pinned,
       this.composer,
     );
@@ -89,6 +95,7 @@ export class CallView {
     const messages = conv?.messages ?? [];
     if (mode === 'live') this.renderPinned(lastExchanges(messages, 1)[0] ?? null);
     if (mode === 'review' && s) this.renderSummary(s, messages);
+    this.again?.show(mode === 'review' && s ? s.session_id : null);
   }
 
   focus(): void {

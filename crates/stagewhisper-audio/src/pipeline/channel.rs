@@ -276,6 +276,7 @@ impl CaptureSide {
                         samples: 0,
                         text: None,
                         attempts: 0,
+                        language: None,
                     };
                     if self.channel == Channel::System {
                         self.shared
@@ -321,7 +322,7 @@ fn finish_turn(
     call_id: &str,
     channel: Channel,
     c: &mut Recognising,
-) -> (Result<String, EngineError>, Option<String>) {
+) -> (Result<crate::engine::Heard, EngineError>, Option<String>) {
     let label = channel == Channel::System && shared.settings().speakers.enabled;
     let samples = &c.samples;
     let utterance = c.utterance.take();
@@ -329,13 +330,11 @@ fn finish_turn(
     std::thread::scope(|s| {
         let who = label.then(|| s.spawn(|| shared.speakers.label(call_id, samples)));
         let result = match (utterance, failed) {
-            (Some(u), _) => u.finish_heard().map(|h| {
-                // The stored turn has no language field yet: a turn in another language than
-                // the one forced is at least said in the log.
+            (Some(u), _) => u.finish_heard().inspect(|h| {
+                // The stored turn carries the language heard; the log says it was not forced.
                 if h.language_mismatch {
                     tracing::warn!(language = ?h.language, ?channel, "a turn was not in the language forced: written in the language heard");
                 }
-                h.text
             }),
             (None, Some(e)) => Err(e),
             (None, None) => Err(EngineError::down("no engine")),
@@ -397,6 +396,10 @@ fn recognize(
                 if let Some(name) = speaker {
                     meta.speaker = name;
                 }
+                let result = result.map(|h| {
+                    meta.language = h.language;
+                    h.text
+                });
                 shared.engine_outcome(result.as_ref().map(|_| ()));
                 deliver(shared, meta, &c.turn_id, result, c.samples);
             }

@@ -12,6 +12,7 @@ use std::sync::{Arc, MutexGuard};
 
 /// A turn that skipped its recognizer: straight to the backlog.
 pub(crate) fn keep(shared: &Shared, turn: Turn) {
+    shared.recorder.turn(&turn.meta, &turn.samples);
     let o = shared.finals.order();
     shared.backlog.push(turn);
     drop(o);
@@ -39,6 +40,9 @@ pub(crate) fn deliver(
             return;
         }
     }
+    // Kept when its call keeps its audio (also when nothing was recognised in it: another model
+    // may hear words there).
+    shared.recorder.turn(&meta, &samples);
     let outcome = {
         let mut o = finals.order();
         o.in_flight.remove(&meta.seq);

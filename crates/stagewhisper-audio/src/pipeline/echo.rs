@@ -251,6 +251,7 @@ mod tests {
             samples: 0,
             text: None,
             attempts: 0,
+            language: None,
         }
     }
 

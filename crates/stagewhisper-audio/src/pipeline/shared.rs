@@ -60,6 +60,8 @@ pub(crate) struct Shared {
     published: Mutex<Option<AudioStatus>>,
     /// Telling the "Them" channel's speakers apart (`crate::speakers`).
     pub speakers: crate::speakers::LiveSpeakers,
+    /// Keeps the turns of calls that keep their audio (`crate::recording`).
+    pub recorder: crate::recording::Recorder,
 }
 
 /// What became of a call whose turns wait.
@@ -106,6 +108,7 @@ impl Shared {
             }),
             published: Mutex::new(None),
             speakers: crate::speakers::LiveSpeakers::new(&ctx.data_dir),
+            recorder: crate::recording::Recorder::new(&ctx.data_dir),
             ctx,
         }
     }
@@ -266,9 +269,13 @@ impl Shared {
             &meta.call_id,
             Some(&meta.speaker),
             text.trim(),
+            meta.language.as_deref(),
         ));
         match r {
-            Ok(_) => Stored::Done,
+            Ok(t) => {
+                self.recorder.stored(meta, t.id);
+                Stored::Done
+            }
             Err(TurnError::Core(
                 e @ (CoreError::CallEnded | CoreError::SessionNotFound | CoreError::NotACall),
             )) => Stored::Gone(e.to_string()),

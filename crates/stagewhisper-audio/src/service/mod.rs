@@ -75,6 +75,8 @@ pub struct AudioService {
     detection: Detection,
     /// Itself, for the threads it starts (call detection).
     me: Weak<AudioService>,
+    /// "Transcribe again" (`crate::recording::again`).
+    again: Arc<crate::recording::again::Transcriber>,
 }
 
 impl AudioService {
@@ -90,6 +92,10 @@ impl AudioService {
             tracing::error!(error = %e, "the backlog folder cannot be used: waiting turns are kept in memory only");
             Backlog::in_memory()
         });
+        let again = crate::recording::again::Transcriber::new(
+            ctx.clone(),
+            crate::models::models_dir(&ctx.data_dir),
+        );
         let shared = Arc::new(Shared::new(ctx, &settings, backlog));
         let drainer = {
             let shared = shared.clone();
@@ -108,6 +114,7 @@ impl AudioService {
             drainer: Mutex::new(Some(drainer)),
             detection: Detection::new(),
             me: me.clone(),
+            again,
         });
         service.switch_detection();
         if let Some(call) = listening {
@@ -157,6 +164,11 @@ impl AudioService {
             self.stop_listening(l).await;
         }
         let settings = self.shared.settings();
+        stagewhisper_core::recordings::apply_default(
+            &self.shared.ctx.data_dir,
+            call_id,
+            settings.keep_audio,
+        );
         self.saved.save(&settings, Some(call_id))?;
         // Levels come from the listening channels now.
         c.meters = None;
@@ -388,6 +400,19 @@ impl Ears for AudioService {
 
     fn listening(&self) -> Option<String> {
         self.shared.state.lock().unwrap().listening.clone()
+    }
+
+    fn transcribe_again(
+        &self,
+        call_id: &str,
+        request: stagewhisper_core::recordings::TranscribeRequest,
+    ) -> BoxFuture<'_, Result<stagewhisper_core::recordings::TranscribeView, AudioError>> {
+        let r = self.again.start(call_id, request);
+        Box::pin(async move { r })
+    }
+
+    fn transcribing(&self, call_id: &str) -> Option<stagewhisper_core::recordings::TranscribeView> {
+        self.again.latest(call_id)
     }
 
     fn test(&self, test: AudioTest) -> BoxFuture<'_, Result<AudioTestResult, AudioError>> {

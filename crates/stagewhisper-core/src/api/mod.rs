@@ -25,6 +25,7 @@ mod detection;
 mod mcp;
 mod models;
 mod permissions;
+mod recording;
 mod routes;
 mod stop;
 mod summary;
@@ -205,6 +206,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(models::routes())
         .merge(detection::routes())
         .merge(mcp::routes())
+        .merge(recording::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
     let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
@@ -584,6 +586,9 @@ mod tests {
             "GET /api/mcp/activity",
             "PUT /api/calls/{session_id}",
             "GET /api/sessions/{session_id}/mcp-reads",
+            "GET /api/calls/{session_id}/recording",
+            "PUT /api/calls/{session_id}/recording",
+            "POST /api/calls/{session_id}/transcribe",
         ];
         want.sort();
         assert_eq!(ops, want);

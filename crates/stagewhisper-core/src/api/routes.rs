@@ -206,6 +206,8 @@ async fn delete_session(State(api): St, Param(id): Param) -> ApiResult {
     if let Some(ears) = &api.ears {
         ears.stop(Some(&id)).await;
     }
+    // The call's kept audio goes with it.
+    crate::recordings::remove(&api.data_dir, &id);
     Ok(Reply::ok(OkDoc { ok: true }))
 }
 

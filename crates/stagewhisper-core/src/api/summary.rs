@@ -78,6 +78,7 @@ mod tests {
             task_id: None,
             delivery: None,
             delivery_error: None,
+            language: None,
         }
     }
 

@@ -80,6 +80,9 @@ pub struct ExportTurn {
     pub offset_ms: i64,
     pub speaker: Option<String>,
     pub text: String,
+    /// The language it was heard in (ISO-639-1), when the engine told it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -135,6 +138,7 @@ pub async fn export(store: &Store, session_id: &str) -> Result<Export, ArchiveEr
                 offset_ms: offset(r),
                 speaker: r.speaker.clone(),
                 text: r.text.clone(),
+                language: r.language.clone(),
             })
             .collect(),
         insights: side

@@ -80,12 +80,19 @@ pub(super) enum Cmd {
         session_id: String,
         speaker: Option<String>,
         text: String,
+        language: Option<String>,
         reply: Reply<TranscriptView>,
     },
     Delivery {
         id: i64,
         update: DeliveryUpdate,
         reply: Reply<()>,
+    },
+    /// "Transcribe again": the call's turns get new texts, all or none.
+    Retranscribe {
+        call_id: String,
+        turns: Vec<crate::recordings::Retranscribed>,
+        reply: Reply<u64>,
     },
     PermissionRequest {
         session_id: String,
@@ -128,6 +135,7 @@ impl Cmd {
             Cmd::Typing { reply, .. } => no(reply, err),
             Cmd::Transcript { reply, .. } => no(reply, err),
             Cmd::Delivery { reply, .. } => no(reply, err),
+            Cmd::Retranscribe { reply, .. } => no(reply, err),
             Cmd::PermissionRequest { reply, .. } => no(reply, err),
             Cmd::SettlePermission { reply, .. } => no(reply, err),
             Cmd::PermissionCard { reply, .. } => no(reply, err),
@@ -469,6 +477,7 @@ impl Actor {
                 .map(str::to_string),
             Cmd::Transcript { session_id, .. } => self.rules.index_for_transcript(session_id),
             Cmd::Delivery { .. }
+            | Cmd::Retranscribe { .. }
             | Cmd::PermissionRequest { .. }
             | Cmd::SettlePermission { .. }
             | Cmd::PermissionCard { .. } => return false,
@@ -503,6 +512,13 @@ impl Actor {
                 Cmd::Delivery { id, .. } => {
                     if let Some(row) = load::message(&mut self.reader, *id).await? {
                         rows.insert(*id, row);
+                    }
+                }
+                Cmd::Retranscribe { turns, .. } => {
+                    for id in turns.iter().filter_map(|t| t.row) {
+                        if let Some(row) = load::message(&mut self.reader, id).await? {
+                            rows.insert(id, row);
+                        }
                     }
                 }
                 Cmd::PermissionRequest {
@@ -591,15 +607,21 @@ impl Actor {
                 session_id,
                 speaker,
                 text,
+                language,
                 reply,
             } => finish(
                 reply,
-                rules.transcript_turn(&session_id, speaker, &text, events),
+                rules.transcript_turn(&session_id, speaker, &text, language, events),
             ),
             Cmd::Delivery { id, update, reply } => {
                 let row = rows.get(&id).cloned();
                 finish(reply, rules.set_delivery(row, update, events))
             }
+            Cmd::Retranscribe {
+                call_id,
+                turns,
+                reply,
+            } => finish(reply, rules.retranscribe(&call_id, rows, turns, events)),
             Cmd::PermissionRequest {
                 session_id,
                 request_id,

@@ -269,6 +269,7 @@ mod tests {
             delivery: None,
             delivery_error: None,
             purpose: None,
+            language: None,
             permission: None,
         };
         let mut idx = SessionIndex::default();
@@ -346,6 +347,7 @@ mod eviction_tests {
             delivery: None,
             delivery_error: None,
             purpose: None,
+            language: None,
             permission: None,
         }
     }

@@ -317,13 +317,43 @@ impl Conversation {
         speaker: Option<&str>,
         text: &str,
     ) -> Result<TranscriptView, CoreError> {
+        self.transcript_turn_in(session_id, speaker, text, None)
+            .await
+    }
+
+    /// [`Conversation::transcript_turn`] with the language the turn was heard in.
+    pub async fn transcript_turn_in(
+        &self,
+        session_id: &str,
+        speaker: Option<&str>,
+        text: &str,
+        language: Option<&str>,
+    ) -> Result<TranscriptView, CoreError> {
         let session_id = session_id.to_string();
         let speaker = speaker.map(str::to_string);
         let text = text.to_string();
+        let language = language.map(str::to_string);
         self.call(|reply| Cmd::Transcript {
             session_id,
             speaker,
             text,
+            language,
+            reply,
+        })
+        .await
+    }
+
+    /// "Transcribe again": the call's turns get the texts a new model heard, in one commit (all
+    /// or none); answers how many changed. Nothing is sent to the assistant.
+    pub async fn retranscribe(
+        &self,
+        call_id: &str,
+        turns: Vec<crate::recordings::Retranscribed>,
+    ) -> Result<u64, CoreError> {
+        let call_id = call_id.to_string();
+        self.call(|reply| Cmd::Retranscribe {
+            call_id,
+            turns,
             reply,
         })
         .await

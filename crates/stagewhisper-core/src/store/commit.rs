@@ -168,6 +168,7 @@ fn apply_all(db: &mut RawConn, ops: &[&Op]) -> Result<(), RawError> {
                 (*logged).into(),
                 cards.get(offset + i).unwrap_or(NO_CARD).into(),
                 (&m.purpose).into(),
+                (&m.language).into(),
             ]);
         }
         offset += rows.len();
@@ -222,8 +223,8 @@ static INSERT_MESSAGES: InsertSql = InsertSql {
     head: "INSERT OR ROLLBACK INTO messages (id, session_id, kind, text, message_id, task_id, \
            user_message_id, scope, content_key, error_code, occurred_at, received_at, sort_key, \
            draft, draft_key, hidden, speaker, delivery, delivery_error, logged, permission, \
-           purpose) VALUES ",
-    columns: 22,
+           purpose, language) VALUES ",
+    columns: 23,
     texts: std::sync::OnceLock::new(),
 };
 
@@ -273,7 +274,7 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
             db.execute(
                 "UPDATE OR IGNORE messages SET text = ?, message_id = ?, content_key = ?, \
                  occurred_at = ?, draft = ?, draft_key = ?, hidden = ?, task_id = ?, \
-                 delivery = ?, delivery_error = ?, permission = ? WHERE id = ?",
+                 delivery = ?, delivery_error = ?, permission = ?, language = ? WHERE id = ?",
                 &[
                     (&m.text).into(),
                     (&m.message_id).into(),
@@ -286,6 +287,7 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
                     (&m.delivery).into(),
                     (&m.delivery_error).into(),
                     (&card).into(),
+                    (&m.language).into(),
                     m.id.into(),
                 ],
             )?;

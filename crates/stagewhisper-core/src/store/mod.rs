@@ -168,7 +168,7 @@ pub const BUSY_TIMEOUT_MS: i32 = 5_000;
 
 const MESSAGE_COLUMNS: &str = "id, session_id, kind, text, message_id, task_id, user_message_id, \
      scope, error_code, occurred_at, received_at, sort_key, draft, hidden, content_key, draft_key, \
-     speaker, delivery, delivery_error, permission, purpose";
+     speaker, delivery, delivery_error, permission, purpose, language";
 
 fn base_options(path: &Path) -> SqliteConnectOptions {
     SqliteConnectOptions::new()
@@ -625,6 +625,7 @@ fn message_from_row_at(r: &SqliteRow, at: usize) -> MessageRow {
         delivery: r.get(at + 17),
         delivery_error: r.get(at + 18),
         purpose: r.get(at + 20),
+        language: r.get(at + 21),
         permission: r
             .get::<Option<&str>, _>(at + 19)
             .and_then(|p| serde_json::from_str(p).ok())

@@ -283,6 +283,7 @@ mod tests {
             delivery: None,
             delivery_error: None,
             purpose: None,
+            language: None,
             permission: None,
         }
     }

@@ -225,6 +225,14 @@ fn check_file(cfg: &WhisperConfig) -> Result<(), EngineError> {
             p.display()
         )));
     }
+    // The whole header, as the importer checks it: whisper.cpp trusts it, and a damaged one
+    // (the magic right, the sizes not) brings the process down instead of failing.
+    crate::models::ggml::Header::read(p).map_err(|why| {
+        EngineError::unavailable(format!(
+            "{} is not a usable Whisper model: {why}",
+            p.display()
+        ))
+    })?;
     Ok(())
 }
 
@@ -389,5 +397,18 @@ mod tests {
         assert_eq!(cfg.language.as_deref(), Some("de"));
         let e = WhisperEngine::new(cfg).err().unwrap();
         assert!(e.message.contains("not a Whisper model"), "{e}");
+    }
+
+    /// A file with the `ggml` magic and a damaged header is refused before whisper.cpp reads
+    /// it (whisper.cpp trusts the sizes it reads, and such a file brought the app down).
+    #[test]
+    fn a_damaged_header_is_refused_before_whisper_cpp_loads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("junk.bin");
+        std::fs::write(&file, b"lmgg not a model at all, whatever follows").unwrap();
+        let cfg = WhisperConfig::new(file.to_str().unwrap(), "auto", dir.path());
+        let e = WhisperEngine::new(cfg).err().unwrap();
+        assert_eq!(e.kind, super::super::EngineErrorKind::Unavailable);
+        assert!(e.message.contains("not a usable Whisper model"), "{e}");
     }
 }

@@ -22,6 +22,7 @@
 //! a row whose delivery changes — the actor loads before handing them the batch; the start-up
 //! state comes in through [`Rules::new`].
 
+mod again;
 pub mod drafts;
 pub mod permissions;
 mod replies;
@@ -299,6 +300,7 @@ impl Rules {
             delivery: None,
             delivery_error: None,
             purpose: None,
+            language: None,
             permission: None,
         }
     }

@@ -209,6 +209,7 @@ impl Rules {
         session_id: &str,
         speaker: Option<String>,
         text: &str,
+        language: Option<String>,
         events: &mut Vec<Event>,
     ) -> Result<TranscriptView, CoreError> {
         let Some(call) = self.live_chat(session_id) else {
@@ -230,6 +231,7 @@ impl Rules {
         row.speaker = speaker
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty());
+        row.language = language;
         row.delivery = Some(DeliveryState::Pending.as_str().into());
         let view = TranscriptView::from_row(&row, session_id, start);
         let change = Change::TranscriptAdded {
