@@ -20,6 +20,7 @@ import { McpReads, McpSettings } from './settings/mcp';
 import { tunnelChip } from './tunnel';
 import { Store, tunnelActive, type Change } from './store';
 import { TranscriptView } from './transcript';
+import { renameSpeaker } from './speakernames';
 import { listPath, messagesPath } from './window';
 import type { ApiResponse, StreamState, Subscription, Transport } from './transport';
 import type { Message, Session, TranscriptTurn } from './types';
@@ -160,6 +161,7 @@ export class App {
       retry: (t) => this.retryTurn(t),
       add: (sp, t) => this.addTurn(sp, t),
       loadOlder: () => (this.activeId ? this.loadOlderList(this.activeId, 'transcript') : Promise.resolve()),
+      renameSpeaker: (label, name) => renameSpeaker((m, p, b) => this.api(m, p, b), this.activeId, label, name),
     });
     this.callView = new CallView({
       send: (t) => this.send(t),

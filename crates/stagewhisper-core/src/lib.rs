@@ -54,5 +54,6 @@ pub mod store;
 pub mod tokens;
 pub mod transcript;
 pub mod tunnel;
+pub mod voiceprints;
 
 pub use app::{App, Config};

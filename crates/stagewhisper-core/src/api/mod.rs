@@ -26,6 +26,7 @@ mod mcp;
 mod models;
 mod permissions;
 mod routes;
+mod speakers;
 mod stop;
 mod summary;
 mod web;
@@ -203,6 +204,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(models::routes())
         .merge(detection::routes())
         .merge(mcp::routes())
+        .merge(speakers::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
     let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
@@ -581,6 +583,9 @@ mod tests {
             "GET /api/mcp/activity",
             "PUT /api/calls/{session_id}",
             "GET /api/sessions/{session_id}/mcp-reads",
+            "PUT /api/calls/{session_id}/speakers/{label}",
+            "GET /api/voiceprints",
+            "DELETE /api/voiceprints/{id}",
         ];
         want.sort();
         assert_eq!(ops, want);

@@ -273,7 +273,7 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
             db.execute(
                 "UPDATE OR IGNORE messages SET text = ?, message_id = ?, content_key = ?, \
                  occurred_at = ?, draft = ?, draft_key = ?, hidden = ?, task_id = ?, \
-                 delivery = ?, delivery_error = ?, permission = ? WHERE id = ?",
+                 delivery = ?, delivery_error = ?, permission = ?, speaker = ? WHERE id = ?",
                 &[
                     (&m.text).into(),
                     (&m.message_id).into(),
@@ -286,6 +286,7 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
                     (&m.delivery).into(),
                     (&m.delivery_error).into(),
                     (&card).into(),
+                    (&m.speaker).into(),
                     m.id.into(),
                 ],
             )?;
