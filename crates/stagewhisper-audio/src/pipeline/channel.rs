@@ -320,6 +320,7 @@ fn finish_turn(
     shared: &Arc<Shared>,
     call_id: &str,
     channel: Channel,
+    seq: u64,
     c: &mut Recognising,
 ) -> (Result<String, EngineError>, Option<String>) {
     let label = channel == Channel::System && shared.settings().speakers.enabled;
@@ -327,7 +328,7 @@ fn finish_turn(
     let utterance = c.utterance.take();
     let failed = c.failed.take();
     std::thread::scope(|s| {
-        let who = label.then(|| s.spawn(|| shared.speakers.label(call_id, samples)));
+        let who = label.then(|| s.spawn(|| shared.speakers.label(call_id, seq, samples)));
         let result = match (utterance, failed) {
             (Some(u), _) => u.finish_heard().map(|h| {
                 // The stored turn has no language field yet: a turn in another language than
@@ -393,7 +394,7 @@ fn recognize(
                     shared.finals.in_flight(meta.seq, false);
                     continue;
                 };
-                let (result, speaker) = finish_turn(shared, call_id, channel, &mut c);
+                let (result, speaker) = finish_turn(shared, call_id, channel, meta.seq, &mut c);
                 if let Some(name) = speaker {
                     meta.speaker = name;
                 }

@@ -268,7 +268,12 @@ impl Shared {
             text.trim(),
         ));
         match r {
-            Ok(_) => Stored::Done,
+            Ok(t) => {
+                if meta.channel == Channel::System {
+                    self.speakers.stored(&meta.call_id, meta.seq, t.id);
+                }
+                Stored::Done
+            }
             Err(TurnError::Core(
                 e @ (CoreError::CallEnded | CoreError::SessionNotFound | CoreError::NotACall),
             )) => Stored::Gone(e.to_string()),
