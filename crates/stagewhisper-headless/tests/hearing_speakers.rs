@@ -164,11 +164,11 @@ async fn hearing_speakers_two_voices_named_known_in_the_next_call_and_forgotten(
     assert_eq!(r.status, 200, "{r}");
     assert_eq!(r.json["speakers"]["available"], true, "{r}");
 
-    // 1. The first six turns (two readers in turn) of a real call: about 30 s.
+    // 1. The first four turns (two readers in turn) of a real call: about 20 s.
     let call = listened_call(&ui, "two voices").await;
-    pulse.play("call", &clip(&pulse, "librispeech-2-speakers", 6));
-    // Every turn stored (the clip has six; PocketSphinx may split or drop one), then who.
-    let turns = turns_when(&app, &call, |t| t.len() >= 5 && speakers(t).len() >= 2).await;
+    pulse.play("call", &clip(&pulse, "librispeech-2-speakers", 4));
+    // Every turn stored (the clip has four; PocketSphinx may split or drop one), then who.
+    let turns = turns_when(&app, &call, |t| t.len() >= 3 && speakers(t).len() >= 2).await;
     let expected: BTreeSet<String> = ["Speaker 1", "Speaker 2"].map(String::from).into();
     assert_eq!(speakers(&turns), expected, "{turns:?}");
 
@@ -196,7 +196,8 @@ async fn name_and_end(app: &App, call: &str, data: &Path) {
         )
         .await;
     assert_eq!(r.status, 200, "{r}");
-    assert_eq!(r.json["turns"], theirs, "{r}");
+    // (A turn still on its way may be stored in between: it is renamed too.)
+    assert!(r.json["turns"].as_u64().unwrap() as usize >= theirs, "{r}");
     assert_eq!(r.json["voiceprint"]["name"], "Dana", "{r}");
     let after = ui.get(&format!("/api/calls/{call}/transcript")).await.json;
     let who = speakers(after.as_array().unwrap());
