@@ -196,6 +196,17 @@ impl Conversation {
         }
     }
 
+    /// Lists `name` as on the call `call_id`: `false` when it was already.
+    fn add_person(&self, call_id: &str, name: &str) -> bool {
+        let mut people = self.people.write().unwrap_or_else(|e| e.into_inner());
+        let names = people.entry(call_id.to_string()).or_default();
+        let new = !names.iter().any(|n| n == name);
+        if new {
+            names.push(name.to_string());
+        }
+        new
+    }
+
     /// Who spoke in the call, as its stored turns say (for the prelude).
     async fn refresh_people(&self, call_id: &str) {
         if let Ok(turns) = self.transcript(call_id).await {
@@ -349,6 +360,15 @@ impl Conversation {
         let session_id = session_id.to_string();
         let speaker = speaker.map(str::to_string);
         let text = text.to_string();
+        // Listed before the turn is stored: the link may send the prelude as soon as it is.
+        let given = speaker
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let added = given
+            .as_deref()
+            .is_some_and(|s| self.add_person(&session_id, s));
         let call_id = session_id.clone();
         let t = self
             .call(|reply| Cmd::Transcript {
@@ -357,14 +377,24 @@ impl Conversation {
                 text,
                 reply,
             })
-            .await?;
-        if let Some(s) = &t.speaker {
-            let mut people = self.people.write().unwrap_or_else(|e| e.into_inner());
-            let names = people.entry(call_id).or_default();
-            if !names.contains(s) {
-                names.push(s.clone());
+            .await;
+        let mut people = self.people.write().unwrap_or_else(|e| e.into_inner());
+        let names = people.entry(call_id).or_default();
+        match (&t, given.as_deref()) {
+            // Not stored, or stored under a new name (the speaker was renamed): not listed.
+            (Err(_), Some(g)) if added => names.retain(|n| n != g),
+            (Ok(v), Some(g)) if added && v.speaker.as_deref() != Some(g) => {
+                names.retain(|n| n != g)
+            }
+            _ => {}
+        }
+        if let Some(s) = t.as_ref().ok().and_then(|v| v.speaker.clone()) {
+            if !names.contains(&s) {
+                names.push(s);
             }
         }
+        drop(people);
+        let t = t?;
         Ok(t)
     }
 
