@@ -1,7 +1,9 @@
 // Settings → Audio → "Who said it", in the browser against the real headless app: the row says
 // whether telling the call's speakers apart can run here (no speaker model in a fresh data dir:
 // "not available", with what is missing), and ticking the box saves `{"speakers": {"enabled":
-// true}}` through the control API (read back with `GET /api/audio`); unticking saves it off.
+// true}}` through the control API (read back with `GET /api/audio`); unticking saves it off. The
+// speaker model row offers the download; the known voices list says how a voice gets known.
+// And in a call's Transcript tab, a speaker's name renames them: every turn of theirs follows.
 
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -56,5 +58,38 @@ describe('Settings → Audio → Who said it', { skip: reason ?? false }, () => 
     await box.uncheck();
     await page.waitForFunction(() => document.querySelector('#audio-speakers-result')?.textContent === 'Off.', null, { timeout: 10_000 });
     assert.equal((await api(ready, 'GET', '/api/audio')).json.speakers.enabled, false);
+  });
+  it('offers the speaker model and explains known voices', async () => {
+    const view = await api(ready, 'GET', '/api/audio');
+    if (view.status === 503) return;
+    await page.keyboard.press('Control+5');
+    await page.waitForFunction(() => document.querySelector('#speaker-model-state')?.textContent.includes('Not on this computer'), null, { timeout: 10_000 });
+    assert.ok(await page.locator('#speaker-model-download').isVisible());
+    await page.waitForFunction(() => document.querySelector('#voiceprints-note')?.textContent.includes('Rename a speaker'), null, { timeout: 10_000 });
+  });
+
+  it('renames a speaker in the Transcript tab: every turn of theirs follows', async () => {
+    const r = await api(ready, 'POST', '/api/calls', { title: 'renewal' });
+    assert.equal(r.status, 201);
+    const sid = r.json.session_id;
+    for (const [speaker, text] of [['Speaker 1', 'We need a discount'], ['Speaker 2', 'Not below list'], ['Speaker 1', 'Then we walk']]) {
+      assert.equal((await api(ready, 'POST', `/api/calls/${sid}/transcript`, { speaker, text })).status, 201);
+    }
+    await page.waitForSelector(`.app[data-session="${sid}"]`, { timeout: 10_000 });
+    await page.keyboard.press('Control+3');
+    const names = () => page.evaluate(() => [...document.querySelectorAll('#transcript .turn-speaker-name')].map((e) => e.textContent));
+    await page.waitForFunction(() => document.querySelectorAll('#transcript .turn-speaker-rename').length === 3, null, { timeout: 10_000 });
+    await page.locator('#transcript .turn-speaker-rename', { hasText: 'Speaker 1' }).first().click();
+    const input = page.locator('#transcript .speaker-rename-input');
+    await input.fill('Dana (Acme CFO)');
+    await input.press('Enter');
+    await page.waitForFunction(() => [...document.querySelectorAll('#transcript .turn-speaker-name')].filter((e) => e.textContent === 'Dana (Acme CFO)').length === 2, null, { timeout: 10_000 });
+    assert.deepEqual(await names(), ['Dana (Acme CFO)', 'Speaker 2', 'Dana (Acme CFO)']);
+    const stored = await api(ready, 'GET', `/api/calls/${sid}/transcript`);
+    assert.deepEqual(stored.json.map((t) => t.speaker), ['Dana (Acme CFO)', 'Speaker 2', 'Dana (Acme CFO)']);
+    // Escape gives up without a request.
+    await page.locator('#transcript .turn-speaker-rename', { hasText: 'Speaker 2' }).click();
+    await page.locator('#transcript .speaker-rename-input').press('Escape');
+    assert.deepEqual(await names(), ['Dana (Acme CFO)', 'Speaker 2', 'Dana (Acme CFO)']);
   });
 });

@@ -20,6 +20,9 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 fail() { echo "package test: FAIL: $*" >&2; exit 1; }
 
 [ -x "$TAURI" ] || fail "the Tauri CLI is missing: (cd ui && npm ci)"
+# The ONNX Runtime library the speaker separation loads is shipped in the packages
+# (/usr/lib/stagewhisper/libonnxruntime.so, tauri.conf.json's bundle files): fetched first.
+tests/speakers/install.sh >/dev/null
 export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-0}"
 
 if [ "$PROFILE" = release ]; then
@@ -51,6 +54,7 @@ for f in usr/bin/stagewhisper usr/share/applications/StageWhisper.desktop \
   grep -q " $f\$" <<<"$contents" || fail "$f is not in the .deb:
 $contents"
 done
+grep -q " usr/lib/stagewhisper/libonnxruntime.so\$" <<<"$contents" || fail "libonnxruntime.so is not in the .deb"
 deps=$(dpkg-deb -f "$DEB" Depends)
 grep -q libwebkit2gtk-4.1 <<<"$deps" || fail "the .deb does not depend on WebKitGTK 4.1: $deps"
 # The built-in speech engine (loaded at run time): PocketSphinx and its US-English model.
@@ -67,6 +71,7 @@ done
 if command -v rpm >/dev/null; then
   rpm -qlp "$RPM" | grep -qx /usr/bin/stagewhisper || fail "/usr/bin/stagewhisper is not in the .rpm"
   rpm -qRp "$RPM" | grep -qF 'libpocketsphinx.so.3()(64bit)' || fail "the .rpm does not require libpocketsphinx.so.3"
+  rpm -qlp "$RPM" | grep -qx /usr/lib/stagewhisper/libonnxruntime.so || fail "libonnxruntime.so is not in the .rpm"
 fi
 say "bundle contents: binary, desktop entry, icons, WebKitGTK and PocketSphinx dependencies: ok"
 
@@ -99,8 +104,11 @@ dpkg-query -W -f='${Status}' "$PKG" | grep -q "install ok installed" || fail "$P
 BIN=$(command -v stagewhisper)
 [ "$BIN" = /usr/bin/stagewhisper ] || fail "the installed binary is not /usr/bin/stagewhisper: $BIN"
 
-say "the installed binary, headless: ready line, a callback, the UI"
-"$BIN" --headless --data-dir "$TMP/data" >"$TMP/out" 2>"$TMP/err" &
+say "the installed binary, headless: ready line, a callback, the UI, speaker separation"
+# The speaker model in the data dir: the packaged ONNX Runtime must be found without help.
+mkdir -p "$TMP/data/models/speakers"
+cp tests/fixtures/speakers/campplus-fp16w.onnx "$TMP/data/models/speakers/campplus.onnx"
+env -u ORT_DYLIB_PATH "$BIN" --headless --data-dir "$TMP/data" >"$TMP/out" 2>"$TMP/err" &
 APP_PID=$!
 for _ in $(seq 100); do [ -s "$TMP/out" ] && break; sleep 0.2; done
 python3 - "$TMP/out" <<'EOF' || fail "headless run of the installed binary: $(tail -20 "$TMP/err")"
@@ -120,7 +128,11 @@ st, body = req(f"{ready['callback_url'].rstrip('/')}/tasks/{uuid.uuid4()}",
 assert st == 200 and json.loads(body).get("ok"), (st, body)
 st, page = req(ready["ui_url"])
 assert st == 200 and b'id="app"' in page, (st, page[:200])
-print("ready line, callback accepted, UI served", file=sys.stderr)
+r = urllib.request.Request(ready["ui_url"] + "api/audio", headers={"Authorization": f"Bearer {ready['ui_token']}"})
+with urllib.request.urlopen(r, timeout=30) as resp:
+    speakers = json.loads(resp.read())["speakers"]
+assert speakers["available"], speakers
+print("ready line, callback accepted, UI served, speaker separation available", file=sys.stderr)
 EOF
 kill -TERM "$APP_PID"
 wait "$APP_PID" || fail "the installed binary did not exit 0 on SIGTERM: $(tail -20 "$TMP/err")"

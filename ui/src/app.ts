@@ -13,6 +13,7 @@ import { InsightsView } from './insights';
 import { SettingsView } from './settings';
 import { McpReads, McpSettings } from './settings/mcp';
 import { TranscriptView } from './transcript';
+import { renameSpeaker } from './speakernames';
 import type { StreamState, Transport } from './transport';
 import { CallView } from './live/callview';
 import { overlayPrefsCard } from './live/prefs';
@@ -81,6 +82,7 @@ export class App extends AppBar {
       retry: (t) => this.retryTurn(t),
       add: (sp, t) => this.addTurn(sp, t),
       loadOlder: () => (this.activeId ? this.loadOlderList(this.activeId, 'transcript') : Promise.resolve()),
+      renameSpeaker: (label, name) => renameSpeaker((m, p, b) => this.api(m, p, b), this.activeId, label, name),
     });
     this.callView = new CallView({
       send: (t) => this.send(t),

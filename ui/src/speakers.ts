@@ -4,6 +4,8 @@
 
 import { h } from './dom';
 import type { AudioSettingsActions } from './audiosettings';
+import { VoiceprintList } from './settings/voiceprints';
+import { SpeakerModelRow } from './settings/speakermodel';
 
 interface SpeakersView {
   enabled: boolean;
@@ -29,8 +31,13 @@ export class SpeakersSetting {
   private chip = h('span', { class: 'chip chip-muted', id: 'audio-speakers-state' }, '…');
   private detail = h('p', { class: 'setting-note', id: 'audio-speakers-detail' });
   private result = h('div', { class: 'setting-status', id: 'audio-speakers-result', role: 'status', 'aria-live': 'polite' });
+  private voiceprints: VoiceprintList;
+  private model: SpeakerModelRow;
+  private listedAt = 0;
 
   constructor(private actions: AudioSettingsActions) {
+    this.voiceprints = new VoiceprintList(actions);
+    this.model = new SpeakerModelRow({ ...actions, changed: () => void actions.audioCall('GET', '/api/audio').then((r) => this.show(r.body)).catch(() => undefined) });
     this.box.setAttribute('aria-describedby', 'audio-speakers-detail');
     this.box.addEventListener('change', () => void this.save(this.box.checked));
     this.el = h(
@@ -44,6 +51,8 @@ export class SpeakersSetting {
         h('div', null, this.chip),
         this.detail,
         this.result,
+        this.model.el,
+        this.voiceprints.el,
       ),
     );
   }
@@ -51,6 +60,12 @@ export class SpeakersSetting {
   /** Shows the setting of `GET /api/audio`'s answer, which Settings → Audio already holds. */
   show(audio: unknown): void {
     this.paint(normSpeakers(audio));
+    // The audio view is shown again on every status change: the list is asked at most every 5 s.
+    if (Date.now() - this.listedAt > 5000) {
+      this.listedAt = Date.now();
+      void this.voiceprints.load();
+      void this.model.load();
+    }
   }
 
   private paint(v: SpeakersView | null): void {

@@ -5,6 +5,7 @@
 
 import { deliveryNote, QUEUED_LABEL, runRetry, type LinkInfo } from './chat';
 import { clockTime, duration, fullTime, h } from './dom';
+import { speakerName } from './speakernames';
 import { deliveryView, type Conversation } from './store';
 import type { PartialTurn, Session, TranscriptTurn } from './types';
 
@@ -15,6 +16,8 @@ export interface TranscriptActions {
   add(speaker: string, text: string): Promise<void>;
   /** Loads the next older page of turns. */
   loadOlder?(): Promise<void>;
+  /** Renames a speaker of the call (every turn of theirs follows); throws on failure. */
+  renameSpeaker?(label: string, name: string): Promise<void>;
 }
 
 const STICK_PX = 32;
@@ -300,7 +303,7 @@ export class TranscriptView {
       h(
         'div',
         { class: 'turn-line' },
-        t.speaker ? h('span', { class: 'turn-speaker-name' }, t.speaker) : null,
+        t.speaker ? speakerName(t.speaker, this.actions.renameSpeaker) : null,
         h('span', { class: 'turn-words' }, t.text),
         mark,
       ),

@@ -10,20 +10,62 @@
 //! nothing else changes.
 //!
 //! **Per call** the labeller keeps the voices heard so far; numbers follow the order of first
-//! appearance and stay for the whole call (a later re-clustering pass is not applied live: the
-//! stored turns keep the label they were sent to the assistant with).
+//! appearance. A voice that matches a voiceprint of an earlier call
+//! (`stagewhisper_core::voiceprints`) is named at once, "Dana?" until enough of its speech
+//! agrees, then "Dana". A speaker renamed ([`LiveSpeakers::rename`]) keeps the name for the
+//! rest of the call and gives its voiceprint to be kept.
+//!
+//! **At the end of the call** ([`LiveSpeakers::finish`]) every turn is clustered again with the
+//! whole call in view; the stored turns whose speaker changed are relabelled (the conversation
+//! rewrites them, the views and the export follow). The voices of the last call stay in memory
+//! until the next one starts, so a speaker can still be renamed — and remembered — afterwards.
 
-use stagewhisper_speakers::{default_name, Config, Diarizer, EmbedError, Embedder, MODEL_FILE};
+use stagewhisper_core::audio::SpeakerPrint;
+use stagewhisper_core::voiceprints::Voiceprints;
+use stagewhisper_speakers::{
+    label_name, Config, Diarizer, EmbedError, Embedder, Known, Label, MODEL_FILE,
+};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// The live labeller of the service: the model (loaded once, when first needed) and each
-/// call's voices.
+/// One call's voices: the diarizer, the names given, and each turn's stored row.
+struct CallVoices {
+    call_id: String,
+    diarizer: Diarizer,
+    /// Speaker number → the name given in this call.
+    names: HashMap<usize, String>,
+    /// Each labelled turn's place in the transcript (`TurnMeta::seq`), in labelling order.
+    seqs: Vec<u64>,
+    /// The row each turn was stored as, by `seq`.
+    rows: HashMap<u64, i64>,
+}
+
+impl CallVoices {
+    fn name_of(&self, label: &Label) -> String {
+        self.names
+            .get(&label.speaker)
+            .cloned()
+            .unwrap_or_else(|| label_name(label))
+    }
+
+    /// The name speaker `s` shows now.
+    fn speaker_name(&self, s: usize) -> String {
+        self.name_of(&Label {
+            speaker: s,
+            tentative: false,
+            known: self.diarizer.labeller().known_of(s),
+        })
+    }
+}
+
+/// The live labeller of the service: the model (loaded once, when first needed) and the
+/// current (or last) call's voices.
 pub struct LiveSpeakers {
     models_dir: PathBuf,
+    voiceprints: Voiceprints,
     embedder: Mutex<Option<Result<Arc<Embedder>, String>>>,
-    calls: Mutex<HashMap<String, Diarizer>>,
+    call: Mutex<Option<CallVoices>>,
 }
 
 impl LiveSpeakers {
@@ -31,8 +73,9 @@ impl LiveSpeakers {
     pub fn new(data_dir: &Path) -> LiveSpeakers {
         LiveSpeakers {
             models_dir: crate::models::models_dir(data_dir).join("speakers"),
+            voiceprints: Voiceprints::new(data_dir),
             embedder: Mutex::new(None),
-            calls: Mutex::new(HashMap::new()),
+            call: Mutex::new(None),
         }
     }
 
@@ -77,9 +120,27 @@ impl LiveSpeakers {
         }
     }
 
-    /// A "Them" turn of `call_id` (16 kHz mono): its speaker's name, or `None` without a
-    /// model (the turn keeps its channel's label). Blocking.
-    pub fn label(&self, call_id: &str, samples: &[i16]) -> Option<String> {
+    /// The voiceprints of earlier calls (none when the file cannot be read: logged).
+    fn known(&self) -> Vec<Known> {
+        match self.voiceprints.list() {
+            Ok(list) => list
+                .into_iter()
+                .map(|v| Known {
+                    id: v.id,
+                    name: v.name,
+                    embedding: v.embedding,
+                })
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "voiceprints not read: no voice is known by name");
+                Vec::new()
+            }
+        }
+    }
+
+    /// A "Them" turn of `call_id` (16 kHz mono), at `seq` in the transcript: its speaker's
+    /// name, or `None` without a model (the turn keeps its channel's label). Blocking.
+    pub fn label(&self, call_id: &str, seq: u64, samples: &[i16]) -> Option<String> {
         let embedder = match self.embedder() {
             Ok(e) => e,
             Err(e) => {
@@ -87,12 +148,71 @@ impl LiveSpeakers {
                 return None;
             }
         };
-        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        let mut call = self.call.lock().unwrap_or_else(|e| e.into_inner());
         // One call at a time is listened to: the voices of an earlier call are let go.
-        calls.retain(|id, _| id == call_id);
-        let d = calls
-            .entry(call_id.to_string())
-            .or_insert_with(|| Diarizer::new(embedder, Config::default(), Vec::new()));
-        Some(default_name(d.turn(samples).speaker))
+        if call.as_ref().is_none_or(|c| c.call_id != call_id) {
+            *call = Some(CallVoices {
+                call_id: call_id.to_string(),
+                diarizer: Diarizer::new(embedder, Config::default(), self.known()),
+                names: HashMap::new(),
+                seqs: Vec::new(),
+                rows: HashMap::new(),
+            });
+        }
+        let c = call.as_mut().expect("just set");
+        let label = c.diarizer.turn(samples);
+        c.seqs.push(seq);
+        Some(c.name_of(&label))
+    }
+
+    /// The turn at `seq` of `call_id` was stored as row `row`.
+    pub fn stored(&self, call_id: &str, seq: u64, row: i64) {
+        let mut call = self.call.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = call.as_mut().filter(|c| c.call_id == call_id) {
+            c.rows.insert(seq, row);
+        }
+    }
+
+    /// Renames the speakers of `call_id` shown as `label` (when it is the current or last
+    /// call): their next turns carry `name`. The voiceprint of the one heard the longest.
+    pub fn rename(&self, call_id: &str, label: &str, name: &str) -> Option<SpeakerPrint> {
+        let mut call = self.call.lock().unwrap_or_else(|e| e.into_inner());
+        let c = call.as_mut().filter(|c| c.call_id == call_id)?;
+        let l = c.diarizer.labeller();
+        let matching: Vec<usize> = (0..l.speakers())
+            .filter(|&s| c.speaker_name(s) == label)
+            .collect();
+        let best = matching
+            .iter()
+            .copied()
+            .max_by_key(|&s| l.speech_ms(s))
+            .and_then(|s| {
+                l.voiceprint(s).map(|embedding| SpeakerPrint {
+                    embedding,
+                    speech_ms: l.speech_ms(s),
+                })
+            })
+            .filter(|p| p.speech_ms > 0);
+        for s in matching {
+            c.names.insert(s, name.to_string());
+        }
+        best
+    }
+
+    /// The end-of-call pass over `call_id`'s voices: `(row, speaker name)` of every stored
+    /// turn, with the whole call in view (the conversation rewrites those that changed).
+    pub fn finish(&self, call_id: &str) -> Vec<(i64, String)> {
+        let mut call = self.call.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(c) = call.as_mut().filter(|c| c.call_id == call_id) else {
+            return Vec::new();
+        };
+        let changed = c.diarizer.finish();
+        tracing::info!(%call_id, turns = changed.len(), "end-of-call speaker pass");
+        let labels = c.diarizer.labeller().labels();
+        labels
+            .iter()
+            .zip(&c.seqs)
+            .filter_map(|(label, seq)| Some((*c.rows.get(seq)?, c.name_of(label))))
+            .collect()
     }
 }

@@ -37,7 +37,7 @@ fn live_them_turns_get_speakers_by_voice() {
     let (available, detail) = live.availability();
     assert!(!available);
     assert!(detail.contains("no speaker model"), "{detail}");
-    assert_eq!(live.label("call-1", &[0i16; 32_000]), None);
+    assert_eq!(live.label("call-1", 1, &[0i16; 32_000]), None);
     // The model and the library put in the data dir's models folder.
     let models = data.path().join("models/speakers");
     std::fs::create_dir_all(&models).unwrap();
@@ -62,12 +62,15 @@ fn live_them_turns_get_speakers_by_voice() {
     let mut pairs = std::collections::HashMap::<(String, String), usize>::new();
     let turns = call["turns"].as_array().unwrap();
     let mut first = None;
-    for t in turns {
+    for (seq, t) in turns.iter().enumerate() {
         let (a, b) = (
             t["start_ms"].as_u64().unwrap() as usize * 16,
             t["end_ms"].as_u64().unwrap() as usize * 16,
         );
-        let name = live.label("call-1", &samples[a..b]).expect("a label");
+        let name = live
+            .label("call-1", seq as u64, &samples[a..b])
+            .expect("a label");
+        live.stored("call-1", seq as u64, 100 + seq as i64);
         first.get_or_insert(name.clone());
         *pairs
             .entry((name, t["speaker"].as_str().unwrap().to_string()))
@@ -93,14 +96,30 @@ fn live_them_turns_get_speakers_by_voice() {
         "{right}/{}: {pairs:?}",
         turns.len()
     );
-    // The next call starts again from Speaker 1.
+    // "Speaker 1" renamed: their voiceprint comes back, their next turn carries the name.
     let t = &turns[3];
     let (a, b) = (
         t["start_ms"].as_u64().unwrap() as usize * 16,
         t["end_ms"].as_u64().unwrap() as usize * 16,
     );
+    let print = live
+        .rename("call-1", "Speaker 1", "Ann")
+        .expect("a voiceprint");
+    assert_eq!(print.embedding.len(), 192);
+    assert!(print.speech_ms >= 1_500, "{print:?}");
+    assert!(live.rename("call-1", "Speaker 9", "Bob").is_none());
+    assert!(live.rename("call-0", "Speaker 2", "Bob").is_none());
+    // The end-of-call pass: every stored turn with its speaker's name ("Ann" kept).
+    let pass = live.finish("call-1");
+    assert_eq!(pass.len(), turns.len(), "{pass:?}");
+    assert!(pass
+        .iter()
+        .all(|(row, _)| (100..100 + turns.len() as i64).contains(row)));
+    assert!(pass.iter().any(|(_, n)| n == "Ann"), "{pass:?}");
+    assert!(!pass.iter().any(|(_, n)| n == "Speaker 1"), "{pass:?}");
+    // The next call starts again from Speaker 1.
     assert_eq!(
-        live.label("call-2", &samples[a..b]).as_deref(),
+        live.label("call-2", 1, &samples[a..b]).as_deref(),
         Some("Speaker 1")
     );
 }

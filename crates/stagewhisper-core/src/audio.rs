@@ -532,6 +532,13 @@ pub trait Ears: Send + Sync + 'static {
         None
     }
 
+    /// A speaker of `call_id` (the call listened to, or the last one) renamed from `label` to
+    /// `name`: the call's next turns of that voice carry `name`, and its voiceprint comes
+    /// back (`None`: not a voice told apart in that call). See `crate::voiceprints`.
+    fn rename_speaker(&self, _call_id: &str, _label: &str, _name: &str) -> Option<SpeakerPrint> {
+        None
+    }
+
     /// Call detection: settings, offers, status (`crate::detect`). A pipeline without it
     /// answers `503 audio_unavailable`.
     fn detection(&self) -> Result<DetectionView, AudioError> {
@@ -559,6 +566,13 @@ pub trait Ears: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<DetectionView, AudioError>> {
         Box::pin(async { Err(AudioError::unavailable("this build cannot notice calls")) })
     }
+}
+
+/// A voice told apart in a call: its voiceprint (unit length) and the speech it was made from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpeakerPrint {
+    pub embedding: Vec<f32>,
+    pub speech_ms: u64,
 }
 
 /// What the pipeline reaches of the core.

@@ -55,5 +55,6 @@ pub mod store;
 pub mod tokens;
 pub mod transcript;
 pub mod tunnel;
+pub mod voiceprints;
 
 pub use app::{App, Config};

@@ -92,6 +92,10 @@ pub struct ModelsView {
     /// Every file in it, in bytes (unfinished downloads included).
     pub disk_used: u64,
     pub models: Vec<ModelView>,
+    /// The speaker model (`speakers`: telling the call's speakers apart), apart from the speech
+    /// models; downloaded, imported and removed under the name `speakers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speakers: Option<ModelView>,
 }
 
 /// `POST /api/models/import`.

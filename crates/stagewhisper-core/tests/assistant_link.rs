@@ -1001,6 +1001,9 @@ async fn a_call_sends_its_prelude_then_final_transcript_turns() {
         .as_str()
         .unwrap()
         .contains("\"Acme renewal\""));
+    // Sent before the first turn, once that turn is stored: who is on the call so far.
+    let prelude = reqs[0].body["payload"]["text"].as_str().unwrap();
+    assert!(prelude.contains("On the call so far: Ana"), "{prelude}");
     assert!(reqs[0].body.get("callback").is_none());
     for (r, text) in reqs[1..]
         .iter()

@@ -743,3 +743,77 @@ async fn models_import_a_file_and_the_cli() {
     let list = ui.get("/api/models").await.json;
     assert_eq!(list["disk_used"], 0);
 }
+
+/// The speaker model on the shelf (`speakers`): listed apart from the speech models, downloaded
+/// from the catalogue's `speakers` entry (a loopback server here, sherpa-onnx's release in a real
+/// install), its SHA-256 checked, put at `models/speakers/campplus.onnx`; a wrong file is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_the_speaker_model_is_downloaded_checked_and_removed() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let file = std::fs::read(root.join("tests/fixtures/speakers/campplus-fp16w.onnx")).unwrap();
+    let server = FileServer::start().await;
+    server.put("campplus.onnx", file.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("catalog.json");
+    let speakers = |sha: &str| {
+        json!({"name": "speakers", "file": "campplus.onnx", "size": file.len(), "sha256": sha,
+               "url": server.url("campplus.onnx"), "languages": "multilingual"})
+    };
+    let write = |sha: &str| {
+        std::fs::write(
+            &path,
+            json!({"models": [], "speakers": speakers(sha)}).to_string(),
+        )
+        .unwrap()
+    };
+    write(&"0".repeat(64));
+    let env = vec![(
+        "STAGEWHISPER_MODEL_CATALOG".to_string(),
+        path.display().to_string(),
+    )];
+    let data = tmp.path().join("data");
+    let app = launch(&data, &env).await;
+    let ui = app.ui();
+    let list = ui.get("/api/models").await;
+    assert_eq!(list.json["speakers"]["installed"], false, "{list}");
+    assert_eq!(list.json["speakers"]["size"], json!(file.len()), "{list}");
+    assert!(list.json["models"].as_array().unwrap().is_empty(), "{list}");
+    // A file that does not hash to the pinned value is refused and removed.
+    let mut ev = app.events(SseOpts::live()).await;
+    let r = ui.post("/api/models/speakers/download", &json!({})).await;
+    assert_eq!(r.status, 202, "{r}");
+    let last = until_end(&mut ev, "speakers").await.pop().unwrap();
+    assert_eq!(
+        (last["state"].as_str(), last["error"].as_str()),
+        (Some("failed"), Some("checksum_mismatch"))
+    );
+    assert!(dir_files(&data.join("models/speakers")).is_empty());
+    // The right hash: installed where the app looks for it.
+    write(&sha256(&file));
+    drop(app);
+    let app = launch(&data, &env).await;
+    let ui = app.ui();
+    let mut ev = app.events(SseOpts::live()).await;
+    let r = ui.post("/api/models/speakers/download", &json!({})).await;
+    assert_eq!(r.status, 202, "{r}");
+    let last = until_end(&mut ev, "speakers").await.pop().unwrap();
+    assert_eq!(last["state"], "done", "{last}");
+    let target = data.join("models/speakers/campplus.onnx");
+    assert_eq!(std::fs::read(&target).unwrap(), file);
+    let list = ui.get("/api/models").await;
+    assert_eq!(list.json["speakers"]["installed"], true, "{list}");
+    let r = ui.get("/api/audio").await;
+    let detail = r.json["speakers"]["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!detail.contains("no speaker model"), "{r}");
+    assert_error(
+        &ui.post("/api/models/speakers/download", &json!({})).await,
+        409,
+        "already_installed",
+    );
+    let r = ui.delete("/api/models/speakers").await;
+    assert_eq!(r.status, 200, "{r}");
+    assert!(!target.exists());
+}

@@ -142,7 +142,13 @@ impl Labeller {
         }
     }
 
-    fn known_of(&self, speaker: usize) -> Option<KnownMatch> {
+    /// The speech (long turns, ms) a speaker's voiceprint is made from.
+    pub fn speech_ms(&self, speaker: usize) -> u64 {
+        self.speakers.get(speaker).map_or(0, |s| s.long_ms)
+    }
+
+    /// The known person a speaker is, if any.
+    pub fn known_of(&self, speaker: usize) -> Option<KnownMatch> {
         let s = self.speakers.get(speaker)?;
         let (k, _) = s.known?;
         let k = &self.known[k];

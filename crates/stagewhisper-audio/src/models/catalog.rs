@@ -54,6 +54,10 @@ pub struct CatalogEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Catalog {
     pub models: Vec<CatalogEntry>,
+    /// The speaker model, when a catalogue file replaces the pinned one
+    /// ([`super::speaker_model`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speakers: Option<CatalogEntry>,
 }
 
 /// `(name, size, sha256)` of every pinned file.
@@ -227,7 +231,10 @@ impl Catalog {
                 }
             })
             .collect();
-        Catalog { models }
+        Catalog {
+            models,
+            speakers: None,
+        }
     }
 
     /// The list in use: the file named by [`CATALOG_ENV`] when it is set, else the pinned one.
@@ -301,6 +308,20 @@ impl Catalog {
                 return Err(format!(
                     "model {n:?}: `size` must be the file's size in bytes"
                 ));
+            }
+        }
+        if let Some(s) = &self.speakers {
+            let ok = s.name == super::speaker_model::NAME
+                && s.file == stagewhisper_speakers::MODEL_FILE
+                && s.sha256.len() == 64
+                && s.url.starts_with("http")
+                && s.size > 0;
+            if !ok {
+                return Err(
+                    "`speakers`: name `speakers`, file `campplus.onnx`, a size, a \
+                            64-digit sha256 and an http(s) url"
+                        .into(),
+                );
             }
         }
         Ok(())

@@ -7,6 +7,7 @@
 //! | [`shelf`] | what is installed: list with the disk used, import a file the person has (checked as a whisper.cpp model), remove |
 //! | [`ggml`] | the whisper.cpp file header, checked before a file is taken |
 //! | [`service`] | [`service::ModelShelf`], the shelf behind the control API (`stagewhisper_core::models::Models`) |
+//! | [`speaker_model`] | the speaker model (`speakers`: CAM++ from sherpa-onnx's release, pinned size and SHA-256) on the same shelf |
 //!
 //! Models live in `<data dir>/models/`, one file each, `ggml-<name>.bin`; an engine setting's
 //! `model` is a name or a path, and [`resolve`] turns it into the file. Nothing half-written is
@@ -18,6 +19,7 @@ pub mod download;
 pub mod ggml;
 pub mod service;
 pub mod shelf;
+pub mod speaker_model;
 
 pub use catalog::{Catalog, CatalogEntry, CATALOG_ENV};
 pub use service::{factory, ModelShelf};

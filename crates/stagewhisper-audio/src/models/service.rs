@@ -3,7 +3,7 @@
 //! events, imports and removals on the blocking pool.
 
 use super::download::{self, Options, Stop};
-use super::{check_space, file_name, models_dir, shelf, Catalog, ModelError};
+use super::{check_space, models_dir, shelf, speaker_model, Catalog, CatalogEntry, ModelError};
 use stagewhisper_core::assistants::BoxFuture;
 use stagewhisper_core::events::Change;
 use stagewhisper_core::models::{
@@ -68,6 +68,17 @@ impl Inner {
         self.catalog.as_ref().map_err(Clone::clone)
     }
 
+    /// A model of the catalogue, or the speaker model ([`speaker_model`]): its entry and the
+    /// folder it goes to.
+    fn entry(&self, name: &str) -> Result<Option<(CatalogEntry, PathBuf)>, ModelError> {
+        let catalog = self.catalog()?;
+        Ok(if name == speaker_model::NAME {
+            Some((speaker_model::entry(catalog), speaker_model::dir(&self.dir)))
+        } else {
+            catalog.get(name).map(|e| (e.clone(), self.dir.clone()))
+        })
+    }
+
     fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -96,10 +107,9 @@ impl Inner {
 
     /// The download thread's body.
     fn run(self: Arc<Self>, name: String, stop: Arc<Stop>) {
-        let Ok(entry) = self.catalog().map(|c| c.get(&name).cloned()) else {
+        let Ok(Some((entry, dir))) = self.entry(&name) else {
             return;
         };
-        let Some(entry) = entry else { return };
         let mut last = DownloadView {
             state: state::DOWNLOADING.into(),
             done: 0,
@@ -107,7 +117,7 @@ impl Inner {
             error: None,
             message: None,
         };
-        let result = download::download(&entry, &self.dir, &stop, &self.opts, &mut |v| {
+        let result = download::download(&entry, &dir, &stop, &self.opts, &mut |v| {
             last = v.clone();
             if v.state != state::DONE {
                 self.report(&name, v, false);
@@ -160,18 +170,18 @@ impl Models for ModelShelf {
                 .iter()
                 .map(|(k, s)| (k.clone(), s.view.clone()))
                 .collect();
-            Ok(shelf::list(&inner.dir, catalog, &downloads))
+            let mut view = shelf::list(&inner.dir, catalog, &downloads);
+            view.speakers = Some(speaker_model::view(&inner.dir, catalog, &downloads));
+            Ok(view)
         })
     }
 
     fn download(&self, name: &str) -> Result<DownloadView, ModelError> {
         let inner = &self.inner;
-        let entry = inner
-            .catalog()?
-            .get(name)
-            .cloned()
+        let (entry, dir) = inner
+            .entry(name)?
             .ok_or_else(|| ModelError::unknown(name))?;
-        let target = inner.dir.join(file_name(name));
+        let target = dir.join(&entry.file);
         if target.is_file() {
             return Err(ModelError::new(
                 409,
@@ -187,7 +197,7 @@ impl Models for ModelShelf {
                 format!("{name} is already being downloaded"),
             ));
         }
-        std::fs::create_dir_all(&inner.dir).map_err(|e| {
+        std::fs::create_dir_all(&dir).map_err(|e| {
             ModelError::new(
                 500,
                 "write_failed",
@@ -267,6 +277,9 @@ impl Models for ModelShelf {
                     "give the model file's full path (from /)",
                 ));
             }
+            if request.name.as_deref().map(str::trim) == Some(speaker_model::NAME) {
+                return speaker_model::import(&inner.dir, catalog, &path);
+            }
             shelf::import(&inner.dir, catalog, &path, request.name.as_deref())
         })
     }
@@ -285,7 +298,11 @@ impl Models for ModelShelf {
         let name = name.to_string();
         blocking(move || {
             let catalog = inner.catalog()?;
-            shelf::remove(&inner.dir, catalog, &name)?;
+            if name == speaker_model::NAME {
+                speaker_model::remove(&inner.dir)?;
+            } else {
+                shelf::remove(&inner.dir, catalog, &name)?;
+            }
             inner.slots().remove(&name);
             Ok(())
         })

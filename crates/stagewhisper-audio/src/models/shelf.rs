@@ -137,6 +137,7 @@ pub fn list(
         models_dir: dir.display().to_string(),
         disk_used: folder.used,
         models,
+        speakers: None,
     }
 }
 

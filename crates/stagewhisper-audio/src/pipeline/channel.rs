@@ -321,6 +321,7 @@ fn finish_turn(
     shared: &Arc<Shared>,
     call_id: &str,
     channel: Channel,
+    seq: u64,
     c: &mut Recognising,
 ) -> (Result<crate::engine::Heard, EngineError>, Option<String>) {
     let label = channel == Channel::System && shared.settings().speakers.enabled;
@@ -328,7 +329,7 @@ fn finish_turn(
     let utterance = c.utterance.take();
     let failed = c.failed.take();
     std::thread::scope(|s| {
-        let who = label.then(|| s.spawn(|| shared.speakers.label(call_id, samples)));
+        let who = label.then(|| s.spawn(|| shared.speakers.label(call_id, seq, samples)));
         let result = match (utterance, failed) {
             (Some(u), _) => u.finish_heard().inspect(|h| {
                 // The stored turn carries the language heard; the log says it was not forced.
@@ -392,7 +393,7 @@ fn recognize(
                     shared.finals.in_flight(meta.seq, false);
                     continue;
                 };
-                let (result, speaker) = finish_turn(shared, call_id, channel, &mut c);
+                let (result, speaker) = finish_turn(shared, call_id, channel, meta.seq, &mut c);
                 if let Some(name) = speaker {
                     meta.speaker = name;
                 }

@@ -274,6 +274,9 @@ impl Shared {
         match r {
             Ok(t) => {
                 self.recorder.stored(meta, t.id);
+                if meta.channel == Channel::System {
+                    self.speakers.stored(&meta.call_id, meta.seq, t.id);
+                }
                 Stored::Done
             }
             Err(TurnError::Core(

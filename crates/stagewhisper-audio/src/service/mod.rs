@@ -245,6 +245,33 @@ impl AudioService {
             .await;
         tracing::info!(%call_id, "stopped listening");
         self.shared.changed();
+        self.speaker_pass(&call_id).await;
+    }
+
+    /// The end-of-call speaker pass (`crate::speakers`): the stored turns whose speaker
+    /// changed with the whole call in view are relabelled.
+    async fn speaker_pass(&self, call_id: &str) {
+        let (shared, id) = (self.shared.clone(), call_id.to_string());
+        let turns = self
+            .blocking(move || shared.speakers.finish(&id))
+            .await
+            .unwrap_or_default();
+        if turns.is_empty() {
+            return;
+        }
+        let change = stagewhisper_core::conversation::SpeakerChange::Turns(turns);
+        match self
+            .shared
+            .ctx
+            .conversation
+            .set_speakers(call_id, change)
+            .await
+        {
+            Ok(n) => tracing::info!(%call_id, relabelled = n, "speakers after the call"),
+            Err(e) => {
+                tracing::warn!(%call_id, error = %e, "the end-of-call speaker pass was not stored")
+            }
+        }
     }
 
     /// A source newly named must exist when the server can tell.
@@ -396,6 +423,15 @@ impl Ears for AudioService {
                 tracing::error!(error = %e, "cannot save that listening stopped");
             }
         })
+    }
+
+    fn rename_speaker(
+        &self,
+        call_id: &str,
+        label: &str,
+        name: &str,
+    ) -> Option<stagewhisper_core::audio::SpeakerPrint> {
+        self.shared.speakers.rename(call_id, label, name)
     }
 
     fn listening(&self) -> Option<String> {

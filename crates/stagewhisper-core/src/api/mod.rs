@@ -27,6 +27,7 @@ mod models;
 mod permissions;
 mod recording;
 mod routes;
+mod speakers;
 mod stop;
 mod summary;
 mod web;
@@ -207,6 +208,7 @@ fn route_table(state: Arc<ApiState>) -> (Router, Bytes) {
         .merge(detection::routes())
         .merge(mcp::routes())
         .merge(recording::routes())
+        .merge(speakers::routes())
         .split_for_parts();
     utoipa::Modify::modify(&CommonAnswers, &mut doc);
     let openapi = Bytes::from(doc.to_json().expect("the OpenAPI document serializes"));
@@ -589,6 +591,9 @@ mod tests {
             "GET /api/calls/{session_id}/recording",
             "PUT /api/calls/{session_id}/recording",
             "POST /api/calls/{session_id}/transcribe",
+            "PUT /api/calls/{session_id}/speakers/{label}",
+            "GET /api/voiceprints",
+            "DELETE /api/voiceprints/{id}",
         ];
         want.sort();
         assert_eq!(ops, want);

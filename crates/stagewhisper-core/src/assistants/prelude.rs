@@ -28,6 +28,18 @@ pub fn render_prelude(template: &str, title: Option<&str>) -> String {
     }
 }
 
+/// The prelude's line of who is on the call (`None` before anyone has spoken): the speakers
+/// of the call's turns so far, in order of first appearance, as the turns name them.
+pub fn people_line(people: Option<&[String]>) -> Option<String> {
+    let people = people.filter(|p| !p.is_empty())?;
+    Some(format!(
+        "On the call so far: {}. Each turn names its speaker; a speaker may be renamed later \
+         (\"Speaker 2\" becoming a name), and a name with \"?\" is a voice recognised from an \
+         earlier call, not yet confirmed.",
+        people.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,6 +58,17 @@ mod tests {
         assert_eq!(
             render_prelude("Coach me on {title} now", Some(" ")),
             "Coach me on now"
+        );
+    }
+
+    #[test]
+    fn the_people_on_the_call_once_known() {
+        assert_eq!(people_line(None), None);
+        assert_eq!(people_line(Some(&[])), None);
+        let line = people_line(Some(&["You".into(), "Dana (Acme CFO)".into()])).unwrap();
+        assert!(
+            line.starts_with("On the call so far: You, Dana (Acme CFO)."),
+            "{line}"
         );
     }
 }

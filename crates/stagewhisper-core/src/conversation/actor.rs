@@ -111,6 +111,12 @@ pub(super) enum Cmd {
         request_id: String,
         reply: Reply<Option<MessageView>>,
     },
+    /// A call's turns given other speaker names (`rules::speakers`).
+    Speakers {
+        call_id: String,
+        change: super::SpeakerChange,
+        reply: Reply<usize>,
+    },
     /// An app-wide event (not about one session), e.g. the assistant link's status.
     AppEvent {
         change: Box<Change>,
@@ -140,6 +146,7 @@ impl Cmd {
             Cmd::SettlePermission { reply, .. } => no(reply, err),
             Cmd::PermissionCard { reply, .. } => no(reply, err),
             Cmd::AppEvent { reply, .. } => no(reply, err),
+            Cmd::Speakers { reply, .. } => no(reply, err),
             Cmd::Tick => {}
         }
     }
@@ -480,7 +487,8 @@ impl Actor {
             | Cmd::Retranscribe { .. }
             | Cmd::PermissionRequest { .. }
             | Cmd::SettlePermission { .. }
-            | Cmd::PermissionCard { .. } => return false,
+            | Cmd::PermissionCard { .. }
+            | Cmd::Speakers { .. } => return false,
             _ => None,
         };
         session.is_none_or(|s| self.rules.index.touch(&s))
@@ -534,6 +542,14 @@ impl Actor {
                 Cmd::SettlePermission { request_id, .. }
                 | Cmd::PermissionCard { request_id, .. } => {
                     self.ensure_permission(request_id).await?;
+                }
+                Cmd::Speakers { call_id, .. } => {
+                    // Every turn stored before the change, committed: then the call's rows.
+                    self.writer.pipeline().wait_drained().await;
+                    let insights = format!("{}{call_id}", crate::protocol::INSIGHTS_PREFIX);
+                    for row in load::transcript_rows(&mut self.reader, &insights).await? {
+                        rows.insert(row.id, row);
+                    }
                 }
                 _ => {}
             }
@@ -644,6 +660,11 @@ impl Actor {
             Cmd::PermissionCard { request_id, reply } => {
                 finish(reply, Ok(rules.permission_card(&request_id)))
             }
+            Cmd::Speakers {
+                call_id,
+                change,
+                reply,
+            } => finish(reply, rules.set_speakers(&call_id, &change, rows, events)),
             Cmd::AppEvent { change, reply } => {
                 rules.app_event(*change, events);
                 finish(reply, Ok(()))

@@ -32,6 +32,7 @@ pub(crate) use keys::hash_hex;
 mod rules;
 
 pub use rules::permissions::{Settled, SETTLED_STATES};
+pub use rules::speakers::SpeakerChange;
 pub use rules::{drafts, typing};
 
 use crate::clock::SharedClock;
@@ -144,6 +145,8 @@ pub struct Conversation {
     /// A sentence every call's prelude ends with (the assistant's tools over MCP, while they
     /// are on: [`crate::mcp`]).
     prelude_note: std::sync::Arc<std::sync::RwLock<Option<String>>>,
+    /// Who spoke in each call so far (this run), for the prelude (`call_prelude_for`).
+    people: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, Vec<String>>>>,
 }
 
 impl Conversation {
@@ -163,6 +166,7 @@ impl Conversation {
             clock,
             settings,
             prelude_note: std::sync::Arc::default(),
+            people: std::sync::Arc::default(),
         })
     }
 
@@ -178,6 +182,42 @@ impl Conversation {
         match &*self.prelude_note.read().unwrap_or_else(|e| e.into_inner()) {
             Some(note) => format!("{text}\n{note}"),
             None => text,
+        }
+    }
+
+    /// [`Conversation::call_prelude`] for the call `call_id`, with who has spoken in it so far
+    /// (`On the call so far: …`) once anyone has.
+    pub fn call_prelude_for(&self, call_id: &str, template: &str, title: Option<&str>) -> String {
+        let text = self.call_prelude(template, title);
+        let people = self.people.read().unwrap_or_else(|e| e.into_inner());
+        match crate::assistants::prelude::people_line(people.get(call_id).map(Vec::as_slice)) {
+            Some(line) => format!("{text}\n{line}"),
+            None => text,
+        }
+    }
+
+    /// Lists `name` as on the call `call_id`: `false` when it was already.
+    fn add_person(&self, call_id: &str, name: &str) -> bool {
+        let mut people = self.people.write().unwrap_or_else(|e| e.into_inner());
+        let names = people.entry(call_id.to_string()).or_default();
+        let new = !names.iter().any(|n| n == name);
+        if new {
+            names.push(name.to_string());
+        }
+        new
+    }
+
+    /// Who spoke in the call, as its stored turns say (for the prelude).
+    async fn refresh_people(&self, call_id: &str) {
+        if let Ok(turns) = self.transcript(call_id).await {
+            let mut names: Vec<String> = Vec::new();
+            for s in turns.into_iter().filter_map(|t| t.speaker) {
+                if !names.contains(&s) {
+                    names.push(s);
+                }
+            }
+            let mut people = self.people.write().unwrap_or_else(|e| e.into_inner());
+            people.insert(call_id.to_string(), names);
         }
     }
 
@@ -332,15 +372,64 @@ impl Conversation {
         let session_id = session_id.to_string();
         let speaker = speaker.map(str::to_string);
         let text = text.to_string();
+        // Listed before the turn is stored: the link may send the prelude as soon as it is.
+        let given = speaker
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let added = given
+            .as_deref()
+            .is_some_and(|s| self.add_person(&session_id, s));
+        let call_id = session_id.clone();
         let language = language.map(str::to_string);
-        self.call(|reply| Cmd::Transcript {
-            session_id,
-            speaker,
-            text,
-            language,
-            reply,
-        })
-        .await
+        let t = self
+            .call(|reply| Cmd::Transcript {
+                session_id,
+                speaker,
+                text,
+                language,
+                reply,
+            })
+            .await;
+        let mut people = self.people.write().unwrap_or_else(|e| e.into_inner());
+        let names = people.entry(call_id).or_default();
+        match (&t, given.as_deref()) {
+            // Not stored, or stored under a new name (the speaker was renamed): not listed.
+            (Err(_), Some(g)) if added => names.retain(|n| n != g),
+            (Ok(v), Some(g)) if added && v.speaker.as_deref() != Some(g) => {
+                names.retain(|n| n != g)
+            }
+            _ => {}
+        }
+        if let Some(s) = t.as_ref().ok().and_then(|v| v.speaker.clone()) {
+            if !names.contains(&s) {
+                names.push(s);
+            }
+        }
+        drop(people);
+        let t = t?;
+        Ok(t)
+    }
+
+    /// Gives a call's turns other speaker names (a rename, or the end-of-call pass): the number
+    /// of turns changed. Works during the call and after it.
+    pub async fn set_speakers(
+        &self,
+        call_id: &str,
+        change: SpeakerChange,
+    ) -> Result<usize, CoreError> {
+        let call_id = call_id.to_string();
+        let id = call_id.clone();
+        let n = self
+            .queued(|reply| Cmd::Speakers {
+                call_id,
+                change,
+                reply,
+            })
+            .await?;
+        self.refresh_people(&id).await;
+        Ok(n)
     }
 
     /// "Transcribe again": the call's turns get the texts a new model heard, in one commit (all

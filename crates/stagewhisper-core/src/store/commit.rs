@@ -274,7 +274,7 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
             db.execute(
                 "UPDATE OR IGNORE messages SET text = ?, message_id = ?, content_key = ?, \
                  occurred_at = ?, draft = ?, draft_key = ?, hidden = ?, task_id = ?, \
-                 delivery = ?, delivery_error = ?, permission = ?, language = ? WHERE id = ?",
+                 delivery = ?, delivery_error = ?, permission = ?, language = ?, speaker = ? WHERE id = ?",
                 &[
                     (&m.text).into(),
                     (&m.message_id).into(),
@@ -288,6 +288,7 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
                     (&m.delivery_error).into(),
                     (&card).into(),
                     (&m.language).into(),
+                    (&m.speaker).into(),
                     m.id.into(),
                 ],
             )?;

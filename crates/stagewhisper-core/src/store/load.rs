@@ -120,3 +120,18 @@ pub async fn next_id(conn: &mut SqliteConnection) -> Result<i64, StoreError> {
     .await?;
     Ok(row.get(0))
 }
+
+/// The transcript rows of a call's `insights:<call>` session (for a change of speakers).
+pub async fn transcript_rows(
+    conn: &mut SqliteConnection,
+    session_id: &str,
+) -> Result<Vec<MessageRow>, StoreError> {
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND kind = 'transcript'"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(session_id)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(rows.iter().map(message_from_row).collect())
+}

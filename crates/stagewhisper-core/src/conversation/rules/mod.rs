@@ -27,6 +27,7 @@ pub mod drafts;
 pub mod permissions;
 mod replies;
 mod sessions;
+pub mod speakers;
 pub mod typing;
 
 use super::index::{Indexes, SessionIndex};
@@ -104,6 +105,8 @@ pub(crate) struct Rules {
     settings: Settings,
     /// Permission cards touched this run (or loaded by the actor for a batch), by request id.
     pub(crate) permissions: HashMap<String, MessageRow>,
+    /// Speakers renamed in a call (old name → new), for its turns still to come.
+    speaker_names: HashMap<String, HashMap<String, String>>,
 }
 
 impl Rules {
@@ -153,6 +156,7 @@ impl Rules {
             clock,
             settings,
             permissions: HashMap::new(),
+            speaker_names: HashMap::new(),
         }
     }
 

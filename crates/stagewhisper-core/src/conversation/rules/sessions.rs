@@ -228,9 +228,10 @@ impl Rules {
         let start = micros_of(&call.created_at);
         let insights_id = format!("{INSIGHTS_PREFIX}{session_id}");
         let mut row = self.new_row(&insights_id, MessageKind::Transcript, text.to_string());
-        row.speaker = speaker
+        let speaker = speaker
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty());
+        row.speaker = self.renamed_speaker(session_id, speaker);
         row.language = language;
         row.delivery = Some(DeliveryState::Pending.as_str().into());
         let view = TranscriptView::from_row(&row, session_id, start);

@@ -67,11 +67,11 @@ impl ByoKind {
             .map(|t| transcript_text(t.speaker.as_deref(), &t.text))
             .collect();
         let title = self.call_title(call_id).await;
-        let framing = self
-            .inner
-            .ctx
-            .conversation
-            .call_prelude(DEFAULT_PRELUDE, title.as_deref());
+        let framing = self.inner.ctx.conversation.call_prelude_for(
+            call_id,
+            DEFAULT_PRELUDE,
+            title.as_deref(),
+        );
         let payload = schema::live_payload(&framing, &lines, waiting.len());
         let job_id = uuid::Uuid::new_v4().to_string();
         let deadline = self.now_ms() + LIVE_DEADLINE_MS;

@@ -301,7 +301,9 @@ impl Inner {
         session_id: &str,
         title: Option<&str>,
     ) -> Attempt {
-        let text = self.conversation.call_prelude(cfg.prelude(), title);
+        let text = self
+            .conversation
+            .call_prelude_for(call_id, cfg.prelude(), title);
         let now = fmt_time(self.conversation.clock().now());
         let body = incoming_body(
             task_id,

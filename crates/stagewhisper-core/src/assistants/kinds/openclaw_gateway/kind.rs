@@ -500,11 +500,11 @@ impl AssistantKind for GatewayKind {
                     session_id,
                     title,
                 } => {
-                    let text = self
-                        .inner
-                        .ctx
-                        .conversation
-                        .call_prelude(DEFAULT_PRELUDE, title.as_deref());
+                    let text = self.inner.ctx.conversation.call_prelude_for(
+                        call_id,
+                        DEFAULT_PRELUDE,
+                        title.as_deref(),
+                    );
                     self.deliver_insights(
                         task_id,
                         session_id,

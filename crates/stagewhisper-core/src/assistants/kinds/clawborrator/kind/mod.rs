@@ -522,10 +522,11 @@ impl AssistantKind for ClawborratorKind {
                     if self.saved().and_then(|s| s.insights_session_id).is_none() {
                         return Attempt::Delivered("no_insights_session");
                     }
-                    let text = shared
-                        .ctx
-                        .conversation
-                        .call_prelude(DEFAULT_PRELUDE, title.as_deref());
+                    let text = shared.ctx.conversation.call_prelude_for(
+                        call_id,
+                        DEFAULT_PRELUDE,
+                        title.as_deref(),
+                    );
                     self.prompt(Lane::Insights, text, |local| {
                         let mut r = shared.routes.lock().expect("routes lock");
                         r.last_call = Some(call_id.clone());
