@@ -83,6 +83,43 @@ pub struct MessageRow {
     pub purpose: Option<String>,
 }
 
+impl MessageRow {
+    /// A row with its identity, text and time, every other column unset (no keys, not a
+    /// draft, shown, no delivery): the one place a whole row is written out.
+    pub fn new(
+        id: i64,
+        session_id: &str,
+        kind: MessageKind,
+        text: String,
+        received_at: String,
+        sort_key: i64,
+    ) -> MessageRow {
+        MessageRow {
+            id,
+            session_id: session_id.to_string(),
+            kind,
+            text,
+            message_id: None,
+            task_id: None,
+            user_message_id: None,
+            scope: None,
+            error_code: None,
+            occurred_at: None,
+            received_at,
+            sort_key,
+            draft: false,
+            hidden: false,
+            content_key: None,
+            draft_key: None,
+            speaker: None,
+            delivery: None,
+            delivery_error: None,
+            permission: None,
+            purpose: None,
+        }
+    }
+}
+
 /// The purpose of the user's "Summarise this call" (its text carries the transcript).
 pub const PURPOSE_SUMMARY_REQUEST: &str = "summary_request";
 
@@ -407,27 +444,25 @@ mod tests {
     #[test]
     fn message_json_is_the_views_json() {
         let mut row = MessageRow {
-            id: 7,
-            session_id: "s".into(),
-            kind: MessageKind::User,
-            text: "a \"quoted\" ▉\n".into(),
             message_id: Some("m".into()),
             task_id: Some("t".into()),
             user_message_id: Some("u".into()),
             scope: Some("u".into()),
             error_code: Some("E".into()),
             occurred_at: Some("2026-11-29T12:00:00Z".into()),
-            received_at: "2026-11-29T12:00:01.5Z".into(),
-            sort_key: 42,
             draft: true,
-            hidden: false,
             content_key: Some("k".into()),
             draft_key: Some("task:t".into()),
-            speaker: None,
             delivery: Some("failed".into()),
             delivery_error: Some(r#"{"code":"x","message":"y"}"#.into()),
-            purpose: None,
-            permission: None,
+            ..MessageRow::new(
+                7,
+                "s",
+                MessageKind::User,
+                "a \"quoted\" ▉\n".into(),
+                "2026-11-29T12:00:01.5Z".into(),
+                42,
+            )
         };
         let same = |row: &MessageRow| {
             assert_eq!(
