@@ -81,6 +81,8 @@ pub struct MessageRow {
     pub permission: Option<Box<PermissionCard>>,
     /// Not an ordinary message: [`PURPOSE_SUMMARY_REQUEST`] (shown short, left out of search).
     pub purpose: Option<String>,
+    /// When the text was last replaced after the row was first stored (`None`: as stored).
+    pub edited_at: Option<String>,
 }
 
 impl MessageRow {
@@ -116,6 +118,16 @@ impl MessageRow {
             delivery_error: None,
             permission: None,
             purpose: None,
+            edited_at: None,
+        }
+    }
+
+    /// Replaces the text of a stored row, noting when (`at`, as `received_at` is written) if it
+    /// changed.
+    pub fn replace_text(&mut self, text: String, at: String) {
+        if text != self.text {
+            self.text = text;
+            self.edited_at = Some(at);
         }
     }
 }
@@ -184,6 +196,11 @@ pub struct MessageView {
     /// not found by search).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purpose: Option<String>,
+    /// When the text was last replaced after the message first appeared (a reply streamed
+    /// into it: when it last grew or settled into its final text); absent while it is as
+    /// first stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_at: Option<String>,
 }
 
 /// Serializes a row exactly as its [`MessageView`], without building one (the ingest hot path
@@ -223,6 +240,9 @@ impl Serialize for MessageJson<'_> {
         if let Some(p) = &r.purpose {
             m.serialize_field("purpose", p)?;
         }
+        if let Some(at) = &r.edited_at {
+            m.serialize_field("edited_at", at)?;
+        }
         m.end()
     }
 }
@@ -253,6 +273,7 @@ impl From<&MessageRow> for MessageView {
             state: r.permission.as_ref().map(|p| p.state.clone()),
             resolver: r.permission.as_ref().map(|p| p.resolver.clone()),
             purpose: r.purpose.clone(),
+            edited_at: r.edited_at.clone(),
         }
     }
 }

@@ -77,6 +77,7 @@ pub static COLUMNS: &[Column] = &[
     }),
     col("permission", Rewritten, |b| b.card.into()),
     col("purpose", Once, |b| (&b.row.purpose).into()),
+    col("edited_at", Rewritten, |b| (&b.row.edited_at).into()),
     col("logged", InsertOnly, |b| b.logged.into()),
 ];
 
@@ -108,6 +109,7 @@ impl<'r> FromRow<'r, SqliteRow> for MessageRow {
                 .and_then(|p| serde_json::from_str(p).ok())
                 .map(Box::new),
             purpose: r.try_get("purpose")?,
+            edited_at: r.try_get("edited_at")?,
         })
     }
 }
@@ -209,6 +211,7 @@ mod tests {
                 resolver: None,
             })),
             purpose: Some("summary_request".into()),
+            edited_at: Some("2026-11-29T12:00:02Z".into()),
             ..MessageRow::new(
                 id,
                 "s",
@@ -249,6 +252,7 @@ mod tests {
         changed.delivery = Some("sent".into());
         changed.delivery_error = None;
         changed.permission.as_mut().unwrap().state = "allow".into();
+        changed.edited_at = Some("2026-11-29T12:00:09Z".into());
         let mut fixed = changed.clone();
         fixed.session_id = "other".into();
         fixed.kind = MessageKind::User;
