@@ -2,12 +2,14 @@
 //! WAL checkpoints kept off the request path. Knows SQL, not rules.
 //!
 //! - this file: opening, durability, checkpoints, the views' reads, [`Op`] (every write the
-//!   conversation can decide) and the row mappings;
+//!   conversation can decide) and the sessions' row mapping;
+//! - `row.rs`: the `messages` row, described once (its columns drive the writer's insert and
+//!   rewrite, every read's select, and the decoding by column name);
 //! - [`load`]: what the conversation loads on its own read connection (start-up state, a
 //!   session's rows for its index);
 //! - [`writer`]: the commit path — the writer thread, group commit, multi-row inserts, the
-//!   search index fed in batches — on the connection's own handle (`raw.rs`, the only `unsafe`
-//!   code), without sqlx's per-statement hand-off to its worker thread;
+//!   search index fed in batches — on the connection's own handle (`raw.rs`: rusqlite's cached
+//!   statements), without sqlx's per-statement hand-off to its worker thread;
 //! - [`search`]: search (the index and the rows it does not have yet), pages, the export's
 //!   read-only open.
 //! - `side.rs`: the writes of the small tables beside the conversation (BYO's jobs, turns and
