@@ -95,12 +95,6 @@ impl<'a> From<&'a Option<String>> for Param<'a> {
     }
 }
 
-impl<'a> From<Option<&'a str>> for Param<'a> {
-    fn from(v: Option<&'a str>) -> Self {
-        v.map_or(Param::Null, Param::Text)
-    }
-}
-
 impl<'a> From<&'a super::Arg> for Param<'a> {
     fn from(v: &'a super::Arg) -> Self {
         match v {

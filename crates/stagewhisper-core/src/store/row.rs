@@ -75,7 +75,9 @@ pub static COLUMNS: &[Column] = &[
     col("delivery_error", Rewritten, |b| {
         (&b.row.delivery_error).into()
     }),
-    col("permission", Rewritten, |b| b.card.into()),
+    col("permission", Rewritten, |b| {
+        b.card.map_or(Param::Null, Param::Text)
+    }),
     col("purpose", Once, |b| (&b.row.purpose).into()),
     col("edited_at", Rewritten, |b| (&b.row.edited_at).into()),
     col("logged", InsertOnly, |b| b.logged.into()),
