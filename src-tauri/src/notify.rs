@@ -163,7 +163,7 @@ pub fn do_not_disturb() -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
-    use stagewhisper_core::model::{InsightView, MessageView, SessionView};
+    use stagewhisper_core::model::{InsightView, MessageRow, MessageView, SessionView};
 
     fn insight_view(text: &str, draft: bool) -> InsightView {
         InsightView {
@@ -187,28 +187,14 @@ mod tests {
     }
 
     fn message_view(kind: MessageKind, text: &str) -> MessageView {
-        MessageView {
-            id: 8,
-            session_id: "s".into(),
+        MessageView::from(&MessageRow::new(
+            8,
+            "s",
             kind,
-            text: text.into(),
-            message_id: None,
-            task_id: None,
-            user_message_id: None,
-            error_code: None,
-            occurred_at: None,
-            received_at: String::new(),
-            sort_key: 0,
-            draft: false,
-            delivery: None,
-            delivery_error: None,
-            request_id: None,
-            tool: None,
-            input_preview: None,
-            state: None,
-            resolver: None,
-            purpose: None,
-        }
+            text.into(),
+            String::new(),
+            0,
+        ))
     }
 
     fn message(kind: MessageKind, text: &str) -> Change {

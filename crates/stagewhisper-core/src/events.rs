@@ -370,27 +370,13 @@ mod tests {
 
     fn row() -> MessageRow {
         MessageRow {
-            id: 7,
-            session_id: "s".into(),
-            kind: MessageKind::Permission,
-            text: "May I? \"quoted\" ▉\n".into(),
             message_id: Some("m".into()),
             task_id: Some("t".into()),
-            user_message_id: None,
             scope: Some("u".into()),
-            error_code: None,
             occurred_at: Some("2026-11-29T12:00:00Z".into()),
-            received_at: "2026-11-29T12:00:01.5Z".into(),
-            sort_key: 42,
-            draft: false,
-            hidden: false,
             content_key: Some("k".into()),
-            draft_key: None,
-            speaker: None,
             delivery: Some("failed".into()),
             delivery_error: Some(r#"{"code":"x","message":"y"}"#.into()),
-            purpose: None,
-            language: None,
             permission: Some(Box::new(PermissionCard {
                 request_id: "r".into(),
                 tool: "Bash".into(),
@@ -398,6 +384,14 @@ mod tests {
                 state: "resolved".into(),
                 resolver: None,
             })),
+            ..MessageRow::new(
+                7,
+                "s",
+                MessageKind::Permission,
+                "May I? \"quoted\" ▉\n".into(),
+                "2026-11-29T12:00:01.5Z".into(),
+                42,
+            )
         }
     }
 

@@ -81,8 +81,58 @@ pub struct MessageRow {
     pub permission: Option<Box<PermissionCard>>,
     /// Not an ordinary message: [`PURPOSE_SUMMARY_REQUEST`] (shown short, left out of search).
     pub purpose: Option<String>,
+    /// When the text was last replaced after the row was first stored (`None`: as stored).
+    pub edited_at: Option<String>,
     /// A transcript turn's language (ISO-639-1), when the engine told it.
     pub language: Option<String>,
+}
+
+impl MessageRow {
+    /// A row with its identity, text and time, every other column unset (no keys, not a
+    /// draft, shown, no delivery): the one place a whole row is written out.
+    pub fn new(
+        id: i64,
+        session_id: &str,
+        kind: MessageKind,
+        text: String,
+        received_at: String,
+        sort_key: i64,
+    ) -> MessageRow {
+        MessageRow {
+            id,
+            session_id: session_id.to_string(),
+            kind,
+            text,
+            message_id: None,
+            task_id: None,
+            user_message_id: None,
+            scope: None,
+            error_code: None,
+            occurred_at: None,
+            received_at,
+            sort_key,
+            draft: false,
+            hidden: false,
+            content_key: None,
+            draft_key: None,
+            speaker: None,
+            delivery: None,
+            delivery_error: None,
+            permission: None,
+            purpose: None,
+            edited_at: None,
+            language: None,
+        }
+    }
+
+    /// Replaces the text of a stored row, noting when (`at`, as `received_at` is written) if it
+    /// changed.
+    pub fn replace_text(&mut self, text: String, at: String) {
+        if text != self.text {
+            self.text = text;
+            self.edited_at = Some(at);
+        }
+    }
 }
 
 /// The purpose of the user's "Summarise this call" (its text carries the transcript).
@@ -149,6 +199,11 @@ pub struct MessageView {
     /// not found by search).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purpose: Option<String>,
+    /// When the text was last replaced after the message first appeared (a reply streamed
+    /// into it: when it last grew or settled into its final text); absent while it is as
+    /// first stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_at: Option<String>,
 }
 
 /// Serializes a row exactly as its [`MessageView`], without building one (the ingest hot path
@@ -188,6 +243,9 @@ impl Serialize for MessageJson<'_> {
         if let Some(p) = &r.purpose {
             m.serialize_field("purpose", p)?;
         }
+        if let Some(at) = &r.edited_at {
+            m.serialize_field("edited_at", at)?;
+        }
         m.end()
     }
 }
@@ -218,6 +276,7 @@ impl From<&MessageRow> for MessageView {
             state: r.permission.as_ref().map(|p| p.state.clone()),
             resolver: r.permission.as_ref().map(|p| p.resolver.clone()),
             purpose: r.purpose.clone(),
+            edited_at: r.edited_at.clone(),
         }
     }
 }
@@ -413,28 +472,25 @@ mod tests {
     #[test]
     fn message_json_is_the_views_json() {
         let mut row = MessageRow {
-            id: 7,
-            session_id: "s".into(),
-            kind: MessageKind::User,
-            text: "a \"quoted\" ▉\n".into(),
             message_id: Some("m".into()),
             task_id: Some("t".into()),
             user_message_id: Some("u".into()),
             scope: Some("u".into()),
             error_code: Some("E".into()),
             occurred_at: Some("2026-11-29T12:00:00Z".into()),
-            received_at: "2026-11-29T12:00:01.5Z".into(),
-            sort_key: 42,
             draft: true,
-            hidden: false,
             content_key: Some("k".into()),
             draft_key: Some("task:t".into()),
-            speaker: None,
             delivery: Some("failed".into()),
             delivery_error: Some(r#"{"code":"x","message":"y"}"#.into()),
-            purpose: None,
-            language: None,
-            permission: None,
+            ..MessageRow::new(
+                7,
+                "s",
+                MessageKind::User,
+                "a \"quoted\" ▉\n".into(),
+                "2026-11-29T12:00:01.5Z".into(),
+                42,
+            )
         };
         let same = |row: &MessageRow| {
             assert_eq!(

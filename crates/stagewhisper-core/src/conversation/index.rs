@@ -249,28 +249,17 @@ mod tests {
     #[test]
     fn a_session_index_keeps_the_final_texts_of_its_recent_scopes() {
         let final_row = |n: u64| MessageRow {
-            id: n as i64,
-            session_id: "s".into(),
-            kind: MessageKind::Assistant,
-            text: format!("The answer to question {n}."),
             message_id: Some(format!("m{n}")),
-            task_id: None,
-            user_message_id: None,
             scope: Some(format!("u{n}")),
-            error_code: None,
-            occurred_at: None,
-            received_at: "2026-11-29T12:00:00Z".into(),
-            sort_key: n as i64,
-            draft: false,
-            hidden: false,
             content_key: Some(hash_hex(&[&n.to_string()])),
-            draft_key: None,
-            speaker: None,
-            delivery: None,
-            delivery_error: None,
-            purpose: None,
-            language: None,
-            permission: None,
+            ..MessageRow::new(
+                n as i64,
+                "s",
+                MessageKind::Assistant,
+                format!("The answer to question {n}."),
+                "2026-11-29T12:00:00Z".into(),
+                n as i64,
+            )
         };
         let mut idx = SessionIndex::default();
         let total = 5 * FINAL_SCOPES;
@@ -327,28 +316,16 @@ mod eviction_tests {
 
     fn keyed_row(session: &str, n: u64) -> MessageRow {
         MessageRow {
-            id: n as i64,
-            session_id: session.into(),
-            kind: MessageKind::User,
-            text: format!("Question {n}"),
             message_id: Some(format!("{session}-m{n}")),
-            task_id: None,
-            user_message_id: None,
-            scope: None,
-            error_code: None,
-            occurred_at: None,
-            received_at: "2026-11-29T12:00:00Z".into(),
-            sort_key: n as i64,
-            draft: false,
-            hidden: false,
             content_key: Some(hash_hex(&[session, &n.to_string()])),
-            draft_key: None,
-            speaker: None,
-            delivery: None,
-            delivery_error: None,
-            purpose: None,
-            language: None,
-            permission: None,
+            ..MessageRow::new(
+                n as i64,
+                session,
+                MessageKind::User,
+                format!("Question {n}"),
+                "2026-11-29T12:00:00Z".into(),
+                n as i64,
+            )
         }
     }
 

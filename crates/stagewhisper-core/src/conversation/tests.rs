@@ -616,3 +616,67 @@ async fn live_events_reach_followers_without_moving_the_cursor_and_are_never_rep
     }
     assert!(seen.iter().all(|e| !e.is_live()), "{seen:?}");
 }
+
+#[tokio::test]
+async fn a_reply_streamed_into_its_row_is_stored_with_when_its_text_last_changed() {
+    // `edited_at` (migration 0013): `received_at` is when the row first appeared, `edited_at`
+    // when its text was last replaced; a message stored once has none.
+    let (c, clock, _dir) = start(30_000).await;
+    let s = c.create_session(false, None).await.unwrap().session_id;
+    let at = |ms: i64| crate::clock::fmt_time(DateTime::from_timestamp_millis(ms).unwrap());
+    let t0 = 1_800_000_000_000;
+    let chunk = |delta: &str| {
+        json!({"session_id": s, "status": "stream",
+               "chunk": {"type": "text-delta", "id": "p", "delta": delta}})
+    };
+    post(&c, chunk("Hel")).await;
+    let first = c.messages(&s).await.unwrap();
+    assert_eq!(
+        (first[0].draft, first[0].edited_at.as_deref()),
+        (true, None)
+    );
+    clock.advance_ms(2_000);
+    post(&c, chunk("lo")).await;
+    let grown = c.messages(&s).await.unwrap();
+    assert_eq!(grown[0].edited_at, Some(at(t0 + 2_000)));
+    clock.advance_ms(3_000);
+    let last = json!({"session_id": s, "status": "message", "message_id": "m-final",
+        "reply_text": "Hello there"});
+    assert_eq!(post(&c, last).await, Outcome::Applied);
+    let plain = json!({"session_id": s, "status": "message", "message_id": "m-2",
+        "reply_text": "A second reply"});
+    assert_eq!(post(&c, plain).await, Outcome::Applied);
+    let m = c.messages(&s).await.unwrap();
+    let seen: Vec<_> = m
+        .iter()
+        .map(|m| {
+            (
+                m.text.as_str(),
+                m.draft,
+                m.received_at.clone(),
+                m.edited_at.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("Hello there", false, at(t0), Some(at(t0 + 5_000))),
+            ("A second reply", false, at(t0 + 5_000), None),
+        ]
+    );
+    // The API's JSON carries it (and leaves it out when there is none), the log likewise.
+    let v = serde_json::to_value(&m).unwrap();
+    assert_eq!(v[0]["edited_at"], json!(at(t0 + 5_000)));
+    assert!(v[1].get("edited_at").is_none(), "{v}");
+    let log = c.store().events_after(0, 100).await.unwrap();
+    let updated: Vec<Value> = log
+        .iter()
+        .map(|(_, e)| serde_json::from_str::<Value>(e).unwrap())
+        .filter(|e| e["message"]["text"] == "Hello there")
+        .collect();
+    assert!(!updated.is_empty());
+    assert!(updated
+        .iter()
+        .all(|e| e["message"]["edited_at"] == json!(at(t0 + 5_000))));
+}

@@ -3,6 +3,7 @@
 //! once, then the updates and deletes in order, then each side write in a savepoint of its
 //! own), and the search index's batches ([`index_batch`]).
 
+use super::row::{self, Bind};
 use super::side::{Changes, Stmt};
 use super::{Op, Param, RawConn, RawError, StoreError};
 use crate::model::MessageRow;
@@ -144,32 +145,10 @@ fn apply_all(db: &mut RawConn, ops: &[&Op]) -> Result<(), RawError> {
     let mut offset = 0;
     for rows in chunks(&messages) {
         params.clear();
-        for (i, (m, logged)) in rows.iter().enumerate() {
-            params.extend_from_slice(&[
-                m.id.into(),
-                (&m.session_id).into(),
-                m.kind.as_str().into(),
-                (&m.text).into(),
-                (&m.message_id).into(),
-                (&m.task_id).into(),
-                (&m.user_message_id).into(),
-                (&m.scope).into(),
-                (&m.content_key).into(),
-                (&m.error_code).into(),
-                (&m.occurred_at).into(),
-                (&m.received_at).into(),
-                m.sort_key.into(),
-                m.draft.into(),
-                (&m.draft_key).into(),
-                m.hidden.into(),
-                (&m.speaker).into(),
-                (&m.delivery).into(),
-                (&m.delivery_error).into(),
-                (*logged).into(),
-                cards.get(offset + i).unwrap_or(NO_CARD).into(),
-                (&m.purpose).into(),
-                (&m.language).into(),
-            ]);
+        for (i, (row, logged)) in rows.iter().enumerate() {
+            let card = cards.get(offset + i).unwrap_or(NO_CARD).as_deref();
+            let logged = *logged;
+            row::bind_insert(&Bind { row, logged, card }, &mut params);
         }
         offset += rows.len();
         db.execute(insert_sql(&INSERT_MESSAGES, rows.len()), &params)?;
@@ -212,33 +191,34 @@ fn chunks<T>(mut rows: &[T]) -> impl Iterator<Item = &[T]> {
     })
 }
 
-/// A multi-row INSERT: its head, columns per row, and its texts per power of two (built once).
+/// A multi-row INSERT: its head and columns per row, and its texts per power of two (built
+/// once).
 struct InsertSql {
-    head: &'static str,
-    columns: usize,
+    head: fn() -> (String, usize),
     texts: std::sync::OnceLock<Vec<String>>,
 }
 
 static INSERT_MESSAGES: InsertSql = InsertSql {
-    head: "INSERT OR ROLLBACK INTO messages (id, session_id, kind, text, message_id, task_id, \
-           user_message_id, scope, content_key, error_code, occurred_at, received_at, sort_key, \
-           draft, draft_key, hidden, speaker, delivery, delivery_error, logged, permission, \
-           purpose, language) VALUES ",
-    columns: 23,
+    head: row::insert_head,
     texts: std::sync::OnceLock::new(),
 };
 
 static INSERT_EVENTS: InsertSql = InsertSql {
-    head: "INSERT OR ROLLBACK INTO events (id, session_id, data) VALUES ",
-    columns: 3,
+    head: || {
+        (
+            "INSERT OR ROLLBACK INTO events (id, session_id, data) VALUES ".into(),
+            3,
+        )
+    },
     texts: std::sync::OnceLock::new(),
 };
 
 fn insert_sql(sql: &'static InsertSql, rows: usize) -> &'static str {
     let texts = sql.texts.get_or_init(|| {
-        let one = format!("({})", vec!["?"; sql.columns].join(", "));
+        let (head, columns) = (sql.head)();
+        let one = format!("({})", vec!["?"; columns].join(", "));
         (0..=MAX_CHUNK.trailing_zeros())
-            .map(|p| format!("{}{}", sql.head, vec![one.as_str(); 1 << p].join(", ")))
+            .map(|p| format!("{head}{}", vec![one.as_str(); 1 << p].join(", ")))
             .collect()
     });
     debug_assert!(rows.is_power_of_two() && rows <= MAX_CHUNK);
@@ -269,29 +249,12 @@ fn apply(db: &mut RawConn, op: &Op) -> Result<(), RawError> {
                 ],
             )?;
         }
-        Op::UpdateMessage(m) => {
-            let card = m.permission.as_ref().map(|p| card_json(p));
-            db.execute(
-                "UPDATE OR IGNORE messages SET text = ?, message_id = ?, content_key = ?, \
-                 occurred_at = ?, draft = ?, draft_key = ?, hidden = ?, task_id = ?, \
-                 delivery = ?, delivery_error = ?, permission = ?, language = ?, speaker = ? WHERE id = ?",
-                &[
-                    (&m.text).into(),
-                    (&m.message_id).into(),
-                    (&m.content_key).into(),
-                    (&m.occurred_at).into(),
-                    m.draft.into(),
-                    (&m.draft_key).into(),
-                    m.hidden.into(),
-                    (&m.task_id).into(),
-                    (&m.delivery).into(),
-                    (&m.delivery_error).into(),
-                    (&card).into(),
-                    (&m.language).into(),
-                    (&m.speaker).into(),
-                    m.id.into(),
-                ],
-            )?;
+        Op::UpdateMessage(row) => {
+            let card = row.permission.as_ref().map(|p| card_json(p));
+            let mut params = Vec::new();
+            let (card, logged) = (card.as_deref(), false);
+            row::bind_update(&Bind { row, logged, card }, &mut params);
+            db.execute(row::update_sql(), &params)?;
         }
         Op::DeleteMessage(id) => {
             db.execute(RAISE_MESSAGES_FLOOR, &[])?;

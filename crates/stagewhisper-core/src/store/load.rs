@@ -2,7 +2,7 @@
 //! reloads) from, a session's keys and recent finals for its in-memory index, a row to update. Reads only; the
 //! writes are in [`super::writer`].
 
-use super::{message_from_row, session_from_row, SessionRecord, StoreError, MESSAGE_COLUMNS};
+use super::{row, session_from_row, SessionRecord, StoreError};
 use crate::model::MessageRow;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
@@ -18,10 +18,12 @@ pub async fn sessions(conn: &mut SqliteConnection) -> Result<Vec<SessionRecord>,
 
 /// Drafts left open by a previous run.
 pub async fn open_drafts(conn: &mut SqliteConnection) -> Result<Vec<MessageRow>, StoreError> {
-    let sql =
-        format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE draft = 1 AND draft_key IS NOT NULL");
-    let rows = sqlx::query(&sql).fetch_all(&mut *conn).await?;
-    Ok(rows.iter().map(message_from_row).collect())
+    let cols = row::select(None);
+    let sql = format!("SELECT {cols} FROM messages WHERE draft = 1 AND draft_key IS NOT NULL");
+    let rows = sqlx::query_as::<_, MessageRow>(&sql)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(rows)
 }
 
 /// The dedupe keys (`message_id`, `content_key`) of every row of a session, handed to `each` one
@@ -66,17 +68,18 @@ pub async fn recent_finals(
     session_id: &str,
     limit: i64,
 ) -> Result<Vec<MessageRow>, StoreError> {
+    let cols = row::select(None);
     let sql = format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND draft = 0 \
+        "SELECT {cols} FROM messages WHERE session_id = ? AND draft = 0 \
          AND kind IN ('assistant', 'notice') AND scope IS NOT NULL \
          ORDER BY sort_key DESC, id DESC LIMIT ?"
     );
-    let rows = sqlx::query(&sql)
+    let rows = sqlx::query_as::<_, MessageRow>(&sql)
         .bind(session_id)
         .bind(limit)
         .fetch_all(&mut *conn)
         .await?;
-    Ok(rows.iter().rev().map(message_from_row).collect())
+    Ok(rows.into_iter().rev().collect())
 }
 
 /// One row by id, as the writer's transaction sees it.
@@ -84,12 +87,13 @@ pub async fn message(
     conn: &mut SqliteConnection,
     id: i64,
 ) -> Result<Option<MessageRow>, StoreError> {
-    let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?");
-    let row = sqlx::query(&sql)
+    let cols = row::select(None);
+    let sql = format!("SELECT {cols} FROM messages WHERE id = ?");
+    let row = sqlx::query_as::<_, MessageRow>(&sql)
         .bind(id)
         .fetch_optional(&mut *conn)
         .await?;
-    Ok(row.as_ref().map(message_from_row))
+    Ok(row)
 }
 
 /// The permission card of a request, if one is stored.
@@ -97,15 +101,16 @@ pub async fn permission(
     conn: &mut SqliteConnection,
     request_id: &str,
 ) -> Result<Option<MessageRow>, StoreError> {
+    let cols = row::select(None);
     let sql = format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE permission IS NOT NULL \
+        "SELECT {cols} FROM messages WHERE permission IS NOT NULL \
          AND json_extract(permission, '$.request_id') = ? ORDER BY id DESC LIMIT 1"
     );
-    let row = sqlx::query(&sql)
+    let row = sqlx::query_as::<_, MessageRow>(&sql)
         .bind(request_id)
         .fetch_optional(&mut *conn)
         .await?;
-    Ok(row.as_ref().map(message_from_row))
+    Ok(row)
 }
 
 /// The next id to hand out (messages and events share one sequence): past every stored

@@ -2,12 +2,14 @@
 //! WAL checkpoints kept off the request path. Knows SQL, not rules.
 //!
 //! - this file: opening, durability, checkpoints, the views' reads, [`Op`] (every write the
-//!   conversation can decide) and the row mappings;
+//!   conversation can decide) and the sessions' row mapping;
+//! - `row.rs`: the `messages` row, described once (its columns drive the writer's insert and
+//!   rewrite, every read's select, and the decoding by column name);
 //! - [`load`]: what the conversation loads on its own read connection (start-up state, a
 //!   session's rows for its index);
 //! - [`writer`]: the commit path — the writer thread, group commit, multi-row inserts, the
-//!   search index fed in batches — on the connection's own handle (`raw.rs`, the only `unsafe`
-//!   code), without sqlx's per-statement hand-off to its worker thread;
+//!   search index fed in batches — on the connection's own handle (`raw.rs`: rusqlite's cached
+//!   statements), without sqlx's per-statement hand-off to its worker thread;
 //! - [`search`]: search (the index and the rows it does not have yet), pages, the export's
 //!   read-only open.
 //! - `side.rs`: the writes of the small tables beside the conversation (BYO's jobs, turns and
@@ -33,12 +35,12 @@
 //! checkpoint from completing; at [`WAL_LIMIT_FRAMES`] the writer copies the last frames
 //! itself, between two commits, so the WAL starts over (see `writer.rs`).
 
-use crate::model::{MessageKind, MessageRow};
+use crate::model::MessageRow;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{ConnectOptions, Row, SqlitePool};
+use sqlx::{ConnectOptions, FromRow, Row, SqlitePool};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -48,6 +50,7 @@ use tokio::sync::{oneshot, Notify};
 mod commit;
 pub mod load;
 mod raw;
+mod row;
 pub mod search;
 mod side;
 pub mod writer;
@@ -165,10 +168,6 @@ pub const WAL_LIMIT_FRAMES: u64 = 3584;
 const JOURNAL_SIZE_LIMIT: &str = "4194304";
 /// How long a connection waits for a lock held by another (ms).
 pub const BUSY_TIMEOUT_MS: i32 = 5_000;
-
-const MESSAGE_COLUMNS: &str = "id, session_id, kind, text, message_id, task_id, user_message_id, \
-     scope, error_code, occurred_at, received_at, sort_key, draft, hidden, content_key, draft_key, \
-     speaker, delivery, delivery_error, permission, purpose, language";
 
 fn base_options(path: &Path) -> SqliteConnectOptions {
     SqliteConnectOptions::new()
@@ -383,23 +382,23 @@ impl Store {
     }
 
     pub async fn messages(&self, session_id: &str) -> Result<Vec<MessageRow>, StoreError> {
-        let sql = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY sort_key, id"
-        );
-        let rows = sqlx::query(&sql)
+        let cols = row::select(None);
+        let sql = format!("SELECT {cols} FROM messages WHERE session_id = ? ORDER BY sort_key, id");
+        let rows = sqlx::query_as::<_, MessageRow>(&sql)
             .bind(session_id)
             .fetch_all(&self.read)
             .await?;
-        Ok(rows.iter().map(message_from_row).collect())
+        Ok(rows)
     }
 
     /// Outgoing entries not yet delivered (oldest first), for the assistant link.
     pub async fn pending_deliveries(&self) -> Result<Vec<MessageRow>, StoreError> {
-        let sql = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE delivery = 'pending' ORDER BY id"
-        );
-        let rows = sqlx::query(&sql).fetch_all(&self.read).await?;
-        Ok(rows.iter().map(message_from_row).collect())
+        let cols = row::select(None);
+        let sql = format!("SELECT {cols} FROM messages WHERE delivery = 'pending' ORDER BY id");
+        let rows = sqlx::query_as::<_, MessageRow>(&sql)
+            .fetch_all(&self.read)
+            .await?;
+        Ok(rows)
     }
 
     /// User messages delivered (`sent`) at or after `since` (RFC 3339, as `received_at` is
@@ -413,8 +412,9 @@ impl Store {
         scan: i64,
         limit: i64,
     ) -> Result<Vec<MessageRow>, StoreError> {
+        let cols = row::select(None);
         let sql = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages AS m \
+            "SELECT {cols} FROM messages AS m \
              WHERE m.id > (SELECT COALESCE(MAX(id), 0) FROM messages) - ? \
                AND m.kind = 'user' AND m.delivery = 'sent' AND m.received_at >= ? \
                AND m.message_id IS NOT NULL \
@@ -426,22 +426,23 @@ impl Store {
                                  AND r.kind IN ('assistant', 'error') AND r.draft = 0) \
              ORDER BY m.id DESC LIMIT ?"
         );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query_as::<_, MessageRow>(&sql)
             .bind(scan)
             .bind(since)
             .bind(limit)
             .fetch_all(&self.read)
             .await?;
-        Ok(rows.iter().map(message_from_row).collect())
+        Ok(rows)
     }
 
     pub async fn message(&self, id: i64) -> Result<Option<MessageRow>, StoreError> {
-        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?");
-        let row = sqlx::query(&sql)
+        let cols = row::select(None);
+        let sql = format!("SELECT {cols} FROM messages WHERE id = ?");
+        let row = sqlx::query_as::<_, MessageRow>(&sql)
             .bind(id)
             .fetch_optional(&self.read)
             .await?;
-        Ok(row.as_ref().map(message_from_row))
+        Ok(row)
     }
 
     /// The newest event id (0 when the log is empty): in `events`, or a row that is its own
@@ -467,13 +468,14 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<(i64, String)>, StoreError> {
         let sql = format!(
-            "SELECT x.id, x.data, x.message_row, m.{} FROM ( \
+            "SELECT x.id AS event_id, x.data AS event_data, x.message_row AS event_row, {} \
+             FROM ( \
                  SELECT id, data, message_row FROM events WHERE id > ? \
                  UNION ALL \
                  SELECT id, '', id FROM messages WHERE id > ? AND logged = 1 \
                  ORDER BY 1 LIMIT ? \
              ) x LEFT JOIN messages m ON m.id = x.message_row ORDER BY x.id",
-            MESSAGE_COLUMNS.replace(", ", ", m.")
+            row::select(Some("m"))
         );
         let rows = sqlx::query(&sql)
             .bind(after)
@@ -481,24 +483,24 @@ impl Store {
             .bind(limit)
             .fetch_all(&self.read)
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let id = r.get::<i64, _>(0);
-                let data = r.get::<String, _>(1);
-                let reference = r.get::<Option<i64>, _>(2);
-                let row_found = r.get::<Option<i64>, _>(3).is_some();
-                match reference {
-                    Some(_) if row_found => (id, expand_event(&data, &message_from_row_at(r, 3))),
-                    Some(row) => {
-                        // Only a deleted session's rows go, and their events with them.
-                        tracing::warn!(event = id, row, "event refers to a missing message");
-                        (id, data)
-                    }
-                    None => (id, data),
+        let mut events = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let id: i64 = r.try_get("event_id")?;
+            let data: String = r.try_get("event_data")?;
+            let event = match r.try_get::<Option<i64>, _>("event_row")? {
+                Some(_) if r.try_get::<Option<i64>, _>("id")?.is_some() => {
+                    expand_event(&data, &MessageRow::from_row(r)?)
                 }
-            })
-            .collect())
+                Some(row) => {
+                    // Only a deleted session's rows go, and their events with them.
+                    tracing::warn!(event = id, row, "event refers to a missing message");
+                    data
+                }
+                None => data,
+            };
+            events.push((id, event));
+        }
+        Ok(events)
     }
 }
 
@@ -595,41 +597,6 @@ fn session_from_row(r: &SqliteRow) -> SessionRecord {
         created_at: r.get(5),
         ended_at: r.get(6),
         deleted_at: r.get(7),
-    }
-}
-
-fn message_from_row(r: &SqliteRow) -> MessageRow {
-    message_from_row_at(r, 0)
-}
-
-/// A message whose columns start at index `at` (in [`MESSAGE_COLUMNS`] order).
-fn message_from_row_at(r: &SqliteRow, at: usize) -> MessageRow {
-    MessageRow {
-        id: r.get(at),
-        session_id: r.get(at + 1),
-        kind: MessageKind::parse(r.get::<&str, _>(at + 2)),
-        text: r.get(at + 3),
-        message_id: r.get(at + 4),
-        task_id: r.get(at + 5),
-        user_message_id: r.get(at + 6),
-        scope: r.get(at + 7),
-        error_code: r.get(at + 8),
-        occurred_at: r.get(at + 9),
-        received_at: r.get(at + 10),
-        sort_key: r.get(at + 11),
-        draft: r.get::<i64, _>(at + 12) != 0,
-        hidden: r.get::<i64, _>(at + 13) != 0,
-        content_key: r.get(at + 14),
-        draft_key: r.get(at + 15),
-        speaker: r.get(at + 16),
-        delivery: r.get(at + 17),
-        delivery_error: r.get(at + 18),
-        purpose: r.get(at + 20),
-        language: r.get(at + 21),
-        permission: r
-            .get::<Option<&str>, _>(at + 19)
-            .and_then(|p| serde_json::from_str(p).ok())
-            .map(Box::new),
     }
 }
 

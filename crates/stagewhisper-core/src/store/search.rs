@@ -9,7 +9,7 @@
 //! the main index: so a message is found as soon as its commit is acknowledged, whether the
 //! batch has reached it or not. The rows above `upto` are the newest, so they come first.
 
-use super::{message_from_row, Durability, Store, StoreError, MESSAGE_COLUMNS, READ_CACHE_KIB};
+use super::{row, Durability, Store, StoreError, READ_CACHE_KIB};
 use crate::model::MessageRow;
 use sqlx::sqlite::SqlitePoolOptions;
 use sqlx::Row;
@@ -168,19 +168,20 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<MessageRow>, StoreError> {
         let (sort_key, id) = before.unwrap_or((i64::MAX, i64::MAX));
+        let cols = row::select(None);
         let sql = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND {} \
+            "SELECT {cols} FROM messages WHERE session_id = ? AND {} \
              AND (sort_key, id) < (?, ?) ORDER BY sort_key DESC, id DESC LIMIT ?",
             list.condition()
         );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query_as::<_, MessageRow>(&sql)
             .bind(session_id)
             .bind(sort_key)
             .bind(id)
             .bind(limit)
             .fetch_all(&self.read)
             .await?;
-        Ok(rows.iter().map(message_from_row).collect())
+        Ok(rows)
     }
 
     /// The `(sort_key, id)` position of a row of `session_id`, if it is one of the rows `list`
@@ -263,28 +264,15 @@ mod tests {
 
     fn row(id: i64, session: &str, kind: MessageKind, text: &str) -> MessageRow {
         MessageRow {
-            id,
-            session_id: session.into(),
-            kind,
-            text: text.into(),
             message_id: Some(format!("m{id}")),
-            task_id: None,
-            user_message_id: None,
-            scope: None,
-            error_code: None,
-            occurred_at: None,
-            received_at: "2026-11-29T12:00:00Z".into(),
-            sort_key: id,
-            draft: false,
-            hidden: false,
-            content_key: None,
-            draft_key: None,
-            speaker: None,
-            delivery: None,
-            delivery_error: None,
-            purpose: None,
-            language: None,
-            permission: None,
+            ..MessageRow::new(
+                id,
+                session,
+                kind,
+                text.into(),
+                "2026-11-29T12:00:00Z".into(),
+                id,
+            )
         }
     }
 

@@ -52,7 +52,7 @@ impl Rules {
                 continue;
             }
             let mut row = row.clone();
-            row.text = text.to_string();
+            row.replace_text(text.to_string(), fmt_time(self.clock.now()));
             row.language = t.language;
             changed.push(row);
         }

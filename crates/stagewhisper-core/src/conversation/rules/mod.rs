@@ -283,30 +283,14 @@ impl Rules {
     fn new_row(&mut self, session_id: &str, kind: MessageKind, text: String) -> MessageRow {
         let id = self.state.take_id();
         let now = self.clock.now();
-        MessageRow {
+        MessageRow::new(
             id,
-            session_id: session_id.to_string(),
+            session_id,
             kind,
             text,
-            message_id: None,
-            task_id: None,
-            user_message_id: None,
-            scope: None,
-            error_code: None,
-            occurred_at: None,
-            received_at: fmt_time(now),
-            sort_key: now.timestamp_micros(),
-            draft: false,
-            hidden: false,
-            content_key: None,
-            draft_key: None,
-            speaker: None,
-            delivery: None,
-            delivery_error: None,
-            purpose: None,
-            language: None,
-            permission: None,
-        }
+            fmt_time(now),
+            now.timestamp_micros(),
+        )
     }
 
     /// Stores a new row (index, op, event).

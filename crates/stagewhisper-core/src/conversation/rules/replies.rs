@@ -232,7 +232,7 @@ impl Rules {
         route: &Route,
         events: &mut Vec<Event>,
     ) {
-        row.text = reply.text;
+        row.replace_text(reply.text, fmt_time(self.clock.now()));
         row.message_id = Some(reply.message_id);
         row.content_key = Some(reply.content_key);
         row.occurred_at = reply.occurred_at.or(row.occurred_at);
@@ -363,10 +363,11 @@ impl Rules {
         }
         match d.row_id {
             Some(id) => {
+                let now = fmt_time(self.clock.now());
                 let Some(row) = self.state.draft_rows.get_mut(&id) else {
                     return;
                 };
-                row.text = text.clone();
+                row.replace_text(text.clone(), now);
                 let row = row.clone();
                 self.state.drafts.get_mut(key).expect("exists").shown = text;
                 self.emit_row(events, &row, &Route::Chat, RowChange::Updated);
