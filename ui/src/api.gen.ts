@@ -91,6 +91,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/assistant/kinds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every assistant kind of this app (the one list the app starts them from): id, name, the
+         *     settings fields of `PUT /api/assistant`, what it can do; the active one named.
+         */
+        get: operations["get_kinds"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/assistant/pairing": {
         parameters: {
             query?: never;
@@ -340,6 +360,45 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/calls/{session_id}/recording": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Whether the call keeps its audio, and what it takes on disk. */
+        get: operations["get_recording"];
+        /** Keeps the call's audio from now on (`keep: true`), or removes everything kept of it. */
+        put: operations["put_recording"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/calls/{session_id}/speakers/{label}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Renames a speaker of a call: every turn of `label` (exactly as shown, e.g. `Speaker 2`) in
+         *     the call takes `name` (the `transcript_updated` events carry them), during the call and
+         *     afterwards; a voice told apart in the call is remembered as `name`'s voiceprint.
+         */
+        put: operations["rename_speaker"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/calls/{session_id}/summarise": {
         parameters: {
             query?: never;
@@ -351,6 +410,27 @@ export interface paths {
         put?: never;
         /** A user message asking for a summary of the call (with its transcript). */
         post: operations["summarise"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/calls/{session_id}/transcribe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Transcribes a past call again from its kept audio with a Whisper model. Each turn keeps its
+         *     speaker, time and place; its text (and language) is replaced, all turns at once or none.
+         *     The assistant is told nothing new.
+         */
+        post: operations["transcribe"];
         delete?: never;
         options?: never;
         head?: never;
@@ -863,6 +943,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/voiceprints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The people known by voice (kept on this computer), oldest first. */
+        get: operations["list_voiceprints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/voiceprints/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Forgets a voiceprint: the next calls no longer know that voice (turns already named keep
+         *     their name).
+         */
+        delete: operations["forget_voiceprint"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -971,6 +1088,11 @@ export interface components {
         AudioUpdate: {
             engine?: null | components["schemas"]["EngineUpdate"];
             /**
+             * @description Keep each new call's audio for "Transcribe again" (a call's own choice:
+             *     `PUT /api/calls/{id}/recording`).
+             */
+            keep_audio?: boolean | null;
+            /**
              * @description The microphone ("You"): a source `name`, `"default"` (the server's default source), or
              *     `null` (off).
              */
@@ -985,6 +1107,8 @@ export interface components {
         /** @description `GET /api/audio`: the settings and the status. */
         AudioView: {
             engine: components["schemas"]["EngineView"];
+            /** @description New calls keep their audio for "Transcribe again". */
+            keep_audio: boolean;
             /** @description A source name, `"default"`, or `null` (off). */
             mic?: string | null;
             speakers: components["schemas"]["SpeakersView"];
@@ -1212,6 +1336,11 @@ export interface components {
             /** @description `after_commit` (default) or `before_commit`. */
             when?: string | null;
         };
+        /**
+         * @description How a settings field is entered.
+         * @enum {string}
+         */
+        FieldInput: "text" | "url" | "secret" | "multiline" | "choice";
         HubSessionDoc: {
             cwd?: string | null;
             host?: string | null;
@@ -1268,6 +1397,29 @@ export interface components {
         JobStarted: {
             job_id: string;
         };
+        /** @description An assistant kind as the UI and the provider registry see it. */
+        KindInfo: {
+            /** @description Registered in this app (the UI shows the others as coming, not selectable). */
+            available: boolean;
+            /** @description A running reply can be stopped (`POST /api/sessions/{session_id}/stop`). */
+            can_stop: boolean;
+            /** @description Plain words: how the app reaches the assistant. */
+            description: string;
+            /** @description The kind's id (`PUT /api/assistant {"kind": …}`). */
+            id: string;
+            /** @description The name the UI shows. */
+            name: string;
+            /**
+             * @description Its settings, in the order a form shows them (empty: set up by its own routes, e.g. a
+             *     pairing code).
+             */
+            settings: components["schemas"]["SettingField"][];
+        };
+        /** @description `GET /api/assistant/kinds`: every kind of this app, the active one named. */
+        KindList: {
+            active_kind: string;
+            kinds: components["schemas"]["KindInfo"][];
+        };
         /**
          * @description The pipeline's state as a whole.
          * @enum {string}
@@ -1315,6 +1467,12 @@ export interface components {
             delivery?: string | null;
             delivery_error?: unknown;
             draft: boolean;
+            /**
+             * @description When the text was last replaced after the message first appeared (a reply streamed
+             *     into it: when it last grew or settled into its final text); absent while it is as
+             *     first stored.
+             */
+            edited_at?: string | null;
             error_code?: string | null;
             /** Format: int64 */
             id: number;
@@ -1410,6 +1568,7 @@ export interface components {
             models: components["schemas"]["ModelView"][];
             /** @description The models folder (`<data dir>/models`). */
             models_dir: string;
+            speakers?: null | components["schemas"]["ModelView"];
         };
         /** @description `POST /api/sessions/{session_id}/messages`. */
         NewMessage: {
@@ -1474,8 +1633,30 @@ export interface components {
         /** @description `GET /api/providers`: every assistant kind and the real peers each one serves. */
         Providers: {
             active_kind: string;
-            kinds: unknown[];
+            /** @description The list of kinds (the same entries as `GET /api/assistant/kinds`). */
+            kinds: components["schemas"]["KindInfo"][];
             providers: unknown[];
+        };
+        /** @description `PUT /api/calls/{id}/recording`. */
+        RecordingUpdate: {
+            /** @description `false` removes everything kept of the call. */
+            keep: boolean;
+        };
+        /** @description `GET`/`PUT /api/calls/{id}/recording`. */
+        RecordingView: {
+            /**
+             * Format: int64
+             * @description Bytes on disk of what is kept (0 when off).
+             */
+            bytes: number;
+            /** @description The call keeps its audio. */
+            keep: boolean;
+            transcribe?: null | components["schemas"]["TranscribeView"];
+            /**
+             * Format: int64
+             * @description Turns whose audio is kept.
+             */
+            turns: number;
         };
         /** @description A retried entry: a chat message, or a transcript turn of the call. */
         RetriedDoc: components["schemas"]["MessageView"] | components["schemas"]["TranscriptView"];
@@ -1538,6 +1719,33 @@ export interface components {
             session_id: string;
             title?: string | null;
         };
+        /** @description One field of a kind's settings (a key of the `PUT /api/assistant` body). */
+        SettingField: {
+            /** @description The values a `choice` takes (empty otherwise). */
+            choices: string[];
+            /** @description A plain-words hint under the field (may be empty). */
+            hint: string;
+            input: components["schemas"]["FieldInput"];
+            /** @description The label the UI shows. */
+            label: string;
+            /** @description The body key (`base_url`). */
+            name: string;
+            /** @description Needed for a first save. */
+            required: boolean;
+        };
+        /** @description Something read at start-up that could not be used (see the module doc). */
+        SettingsProblem: {
+            /**
+             * @description `settings_unreadable`, `legacy_settings_unreadable`, `settings_section_unreadable` or
+             *     `settings_section_too_new`.
+             */
+            code: string;
+            /** @description The file, in the data dir (as it is named now: kept aside for a person to look at). */
+            file: string;
+            message: string;
+            /** @description The section concerned (absent: the whole document). */
+            section?: string | null;
+        };
         SettingsView: {
             callback_token: string;
             /** @description The advertised callback URL (the tunnel's origin while it is up). */
@@ -1547,6 +1755,11 @@ export interface components {
             insights_grace_secs: number;
             /** @description The callback listener's own loopback URL. */
             local_callback_url: string;
+            /**
+             * @description Settings read at start-up that could not be used (old files or sections kept aside;
+             *     see `settings.json` in the contract). Empty when all is well.
+             */
+            settings_problems: components["schemas"]["SettingsProblem"][];
             /** @description The tunnel's state (`off`, `connecting`, `online`, `failed`). */
             tunnel: string;
             /** Format: int64 */
@@ -1569,6 +1782,21 @@ export interface components {
             kind: components["schemas"]["SourceKind"];
             /** @description The server's name of the source (what `mic` / `system` take). */
             name: string;
+        };
+        /** @description `PUT /api/calls/{id}/speakers/{label}`. */
+        SpeakerName: {
+            /** @description The speaker's name from now on: 1–100 characters, no control characters. */
+            name: string;
+        };
+        /** @description A rename done. */
+        SpeakerRenamed: {
+            /** @description The name the turns had. */
+            label: string;
+            name: string;
+            session_id: string;
+            /** @description The turns that changed. */
+            turns: number;
+            voiceprint?: null | components["schemas"]["VoiceprintView"];
         };
         /**
          * @description Telling the call's side's speakers apart by voice (the data dir's
@@ -1593,6 +1821,38 @@ export interface components {
         SystemChoice: (string | null) | {
             app: string;
         };
+        /** @description `POST /api/calls/{id}/transcribe`. */
+        TranscribeRequest: {
+            /** @description `auto` (default) or an ISO-639-1 code. */
+            language?: string | null;
+            /** @description A Whisper model: a name (`tiny.en`, `base-q8_0`, an imported name) or a file's path. */
+            model: string;
+        };
+        /** @description A "Transcribe again" in progress or just ended; also the `transcribe_progress` event. */
+        TranscribeView: {
+            /**
+             * Format: int64
+             * @description `done`: turns whose text or language changed, and turns added (heard live as nothing).
+             */
+            changed?: number | null;
+            /**
+             * Format: int64
+             * @description Turns decoded so far, of `total`.
+             */
+            done: number;
+            /**
+             * @description `failed`: a stable code (`model_unavailable`, `engine_failed`, `recording_unreadable`,
+             *     `storage_unavailable`, `call_gone`).
+             */
+            error?: string | null;
+            language: string;
+            message?: string | null;
+            model: string;
+            /** @description `running`, `done` or `failed`. */
+            state: string;
+            /** Format: int64 */
+            total: number;
+        };
         /** @description `GET /api/calls/{id}/transcript`: the whole list, or one page of it. */
         TranscriptAnswer: components["schemas"]["TranscriptView"][] | components["schemas"]["TranscriptPage"];
         /** @description One page of a call's transcript. */
@@ -1616,6 +1876,8 @@ export interface components {
             delivery_error?: unknown;
             /** Format: int64 */
             id: number;
+            /** @description The language it was heard in (ISO-639-1), when the engine told it (Whisper does). */
+            language?: string | null;
             /**
              * Format: int64
              * @description Time into the call, in milliseconds.
@@ -1681,6 +1943,18 @@ export interface components {
             scope: string;
             session_id: string;
             since: string;
+        };
+        /** @description `GET /api/voiceprints`: a voiceprint without its numbers. */
+        VoiceprintView: {
+            created_at: string;
+            id: string;
+            name: string;
+            /**
+             * Format: double
+             * @description Seconds of speech it was made from.
+             */
+            speech_seconds: number;
+            updated_at: string;
         };
     };
     responses: never;
@@ -2093,6 +2367,52 @@ export interface operations {
             };
             /** @description the hub refused (`auth_failed`) or could not be reached */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `storage_unavailable`, `shutting_down` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_kinds: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KindList"];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong UI token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `bad_host`: the Host header does not name this listener; `bad_origin`: the Origin header names another web page */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3258,6 +3578,284 @@ export interface operations {
             };
         };
     };
+    get_recording: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecordingView"];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong UI token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `bad_host`: the Host header does not name this listener; `bad_origin`: the Origin header names another web page */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_a_call` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `storage_unavailable`, `shutting_down` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    put_recording: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RecordingUpdate"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecordingView"];
+                };
+            };
+            /** @description `missing_field`, `invalid_field` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong UI token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `bad_host`: the Host header does not name this listener; `bad_origin`: the Origin header names another web page */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `request_timeout`: the body did not arrive in time */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_a_call`, `transcribe_in_progress` (`keep: false` while it runs) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large`: over 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `recording_failed`: the folder cannot be written */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `storage_unavailable`, `shutting_down` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    rename_speaker: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+                /** @description the speaker's name as the turns show it */
+                label: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SpeakerName"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SpeakerRenamed"];
+                };
+            };
+            /** @description `invalid_json`, `missing_field`, `invalid_field` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong UI token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `bad_host`: the Host header does not name this listener; `bad_origin`: the Origin header names another web page */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `session_not_found`; `speaker_not_found`: no turn and no voice of the call has that name */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `request_timeout`: the body did not arrive in time */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_a_call` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large`: over 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `voiceprints_unavailable`: the voiceprints file cannot be read or written */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `storage_unavailable`, `shutting_down` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     summarise: {
         parameters: {
             query?: never;
@@ -3313,6 +3911,103 @@ export interface operations {
                 };
             };
             /** @description `storage_unavailable`, `shutting_down` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    transcribe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TranscribeRequest"];
+            };
+        };
+        responses: {
+            /** @description started; progress as `transcribe_progress` events */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TranscribeView"];
+                };
+            };
+            /** @description `missing_field`, `invalid_field`, `invalid_model`, `invalid_language` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong UI token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `bad_host`: the Host header does not name this listener; `bad_origin`: the Origin header names another web page */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `request_timeout`: the body did not arrive in time */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_a_call`, `call_not_ended`, `no_recording`, `transcribe_in_progress`, `model_unavailable` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large`: over 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `audio_unavailable`: a build without audio */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5676,6 +6371,127 @@ export interface operations {
             };
             /** @description `bad_host`: the Host header does not name this listener; `bad_origin`: the Origin header names another web page */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `storage_unavailable`, `shutting_down` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    list_voiceprints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VoiceprintView"][];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong UI token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `bad_host`: the Host header does not name this listener; `bad_origin`: the Origin header names another web page */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `voiceprints_unavailable` */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `storage_unavailable`, `shutting_down` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    forget_voiceprint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OkDoc"];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong UI token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `bad_host`: the Host header does not name this listener; `bad_origin`: the Origin header names another web page */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `voiceprint_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `voiceprints_unavailable` */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

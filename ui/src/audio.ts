@@ -94,6 +94,7 @@ export function normAudio(raw: unknown): Audio | null {
       isObj(raw.speakers) && typeof raw.speakers.enabled === 'boolean' && typeof raw.speakers.available === 'boolean'
         ? { enabled: raw.speakers.enabled, available: raw.speakers.available, detail: str(raw.speakers.detail) ?? '' }
         : null,
+    keep_audio: raw.keep_audio === true,
   };
 }
 

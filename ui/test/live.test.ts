@@ -30,6 +30,7 @@ const audio = (status: AudioStatus): Audio => ({
   you_label: 'You',
   them_label: 'Them',
   status,
+  keep_audio: false,
 });
 
 function msg(id: number, over: Partial<Message>): Message {
@@ -48,6 +49,7 @@ function msg(id: number, over: Partial<Message>): Message {
     draft: false,
     delivery: null,
     delivery_error: null,
+    edited_at: null,
     ...over,
   };
 }

@@ -62,6 +62,7 @@ export function normMessage(raw: unknown): Message | null {
     delivery_error: normDeliveryError(raw.delivery_error),
     permission,
     purpose: str(raw.purpose),
+    edited_at: str(raw.edited_at),
   };
 }
 
@@ -97,6 +98,7 @@ export function normTranscript(raw: unknown): TranscriptTurn | null {
     task_id: str(raw.task_id),
     delivery: normDelivery(raw.delivery),
     delivery_error: normDeliveryError(raw.delivery_error),
+    language: str(raw.language),
   };
 }
 

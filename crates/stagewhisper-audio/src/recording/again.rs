@@ -6,8 +6,9 @@
 //! hears words is added. Progress: `transcribe_progress` live events.
 
 use super::{kept_turns, read_flac, KeptTurn};
+use crate::engine::EngineSettings;
 use crate::engine::{self, Engine, EngineErrorKind};
-use stagewhisper_core::audio::{AudioError, EarsContext, EngineSettings, AUTO_LANGUAGE};
+use stagewhisper_core::audio::{AudioError, EarsContext, AUTO_LANGUAGE};
 use stagewhisper_core::recordings::{Retranscribed, TranscribeRequest, TranscribeView};
 use std::collections::HashMap;
 use std::path::PathBuf;

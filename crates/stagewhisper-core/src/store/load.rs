@@ -131,12 +131,11 @@ pub async fn transcript_rows(
     conn: &mut SqliteConnection,
     session_id: &str,
 ) -> Result<Vec<MessageRow>, StoreError> {
-    let sql = format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND kind = 'transcript'"
-    );
-    let rows = sqlx::query(&sql)
+    let cols = row::select(None);
+    let sql = format!("SELECT {cols} FROM messages WHERE session_id = ? AND kind = 'transcript'");
+    let rows = sqlx::query_as::<_, MessageRow>(&sql)
         .bind(session_id)
         .fetch_all(&mut *conn)
         .await?;
-    Ok(rows.iter().map(message_from_row).collect())
+    Ok(rows)
 }
