@@ -216,6 +216,7 @@ mod tests {
             })),
             purpose: Some("summary_request".into()),
             edited_at: Some("2026-11-29T12:00:02Z".into()),
+            language: Some("en".into()),
             ..MessageRow::new(
                 id,
                 "s",
@@ -257,6 +258,8 @@ mod tests {
         changed.delivery_error = None;
         changed.permission.as_mut().unwrap().state = "allow".into();
         changed.edited_at = Some("2026-11-29T12:00:09Z".into());
+        changed.speaker = Some("Dana".into());
+        changed.language = Some("de".into());
         let mut fixed = changed.clone();
         fixed.session_id = "other".into();
         fixed.kind = MessageKind::User;
@@ -265,7 +268,6 @@ mod tests {
         fixed.error_code = None;
         fixed.received_at = "2030-01-01T00:00:00Z".into();
         fixed.sort_key = 7;
-        fixed.speaker = None;
         fixed.purpose = None;
         commit(&mut db, &[&Op::UpdateMessage(fixed)]).unwrap();
         drop(db);
