@@ -20,14 +20,9 @@ import type { Audio, AudioChannel, AudioLevels } from './types';
 import { AudioSettingsForm, savedKind, type EngineKind, type Field } from './audiosettings/form';
 
 export { listenOnStart, setListenOnStart } from './audiosettings/prefs';
+export type { AudioSettingsActions } from './audiosettings/actions';
+import type { AudioSettingsActions } from './audiosettings/actions';
 
-export interface AudioSettingsActions {
-  /** A request to `/api/audio` (`GET` / `PUT`) whose answer the app puts in the store. */
-  audioCall(method: string, path: string, body?: unknown): Promise<ApiResponse<unknown>>;
-  /** Any other control API request (sources, test, meters). */
-  api<T>(method: string, path: string, body?: unknown): Promise<ApiResponse<T>>;
-  errorText(res: ApiResponse<unknown>): string;
-}
 
 const ENGINE_STATE: Record<string, string> = { ready: 'Engine ready', down: 'Engine not answering', unavailable: 'Engine cannot run here' };
 

@@ -3,7 +3,7 @@
 // `speakers.available` / `detail`: the speaker model in the data dir and the ONNX Runtime library).
 
 import { h } from './dom';
-import type { AudioSettingsActions } from './audiosettings';
+import type { AudioSettingsActions } from './audiosettings/actions';
 import { VoiceprintList } from './settings/voiceprints';
 import { SpeakerModelRow } from './settings/speakermodel';
 

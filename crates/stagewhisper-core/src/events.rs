@@ -362,6 +362,16 @@ impl Subscription {
     }
 }
 
+impl crate::recordings::TranscribeView {
+    /// The live-only event of this state (a "Transcribe again" of `call_id`).
+    pub fn event(&self, call_id: &str) -> Change {
+        Change::TranscribeProgress {
+            session_id: call_id.to_string(),
+            progress: self.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,6 @@
 //! The recording itself (encoding, reading back, transcribing again) lives in
 //! `stagewhisper-audio`'s `recording` module, behind [`crate::audio::Ears`].
 
-use crate::events::Change;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use utoipa::ToSchema;
@@ -166,16 +165,6 @@ pub struct TranscribeView {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-}
-
-impl TranscribeView {
-    /// The live-only event of this state.
-    pub fn event(&self, call_id: &str) -> Change {
-        Change::TranscribeProgress {
-            session_id: call_id.to_string(),
-            progress: self.clone(),
-        }
-    }
 }
 
 /// A turn's new text from "Transcribe again": of a stored transcript row, or of a turn heard

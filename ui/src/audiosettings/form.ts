@@ -7,7 +7,7 @@ import { LevelMeter, TEST_SECONDS, type AudioField } from '../audio';
 import { h } from '../dom';
 import { ModelSettings } from '../settings/models';
 import type { Audio, AudioChannel, AudioSource } from '../types';
-import type { AudioSettingsActions } from '../audiosettings';
+import type { AudioSettingsActions } from './actions';
 import { listenOnStart, setListenOnStart } from './prefs';
 
 /** The engine kinds this form offers. */

@@ -3,7 +3,7 @@
 // off by default). One call can still be switched on its own (`PUT /api/calls/{id}/recording`).
 
 import { h } from '../dom';
-import type { AudioSettingsActions } from '../audiosettings';
+import type { AudioSettingsActions } from '../audiosettings/actions';
 
 /** `GET /api/audio`'s `keep_audio`; null if absent. */
 export function normKeepAudio(raw: unknown): boolean | null {

@@ -3,7 +3,7 @@
 
 import type { Assistant, Audio, AudioLevels, Session, Tunnel } from '../types';
 import { INSIGHTS_PREFIX, timeMicros, compareIds } from './norm';
-import type { Conversation, Change } from '../store';
+import type { Conversation, Change } from './types';
 
 export abstract class StoreBase {
   cursor = 0;

@@ -4,7 +4,7 @@
 import type { Insight, Message, TranscriptTurn, Typing } from '../types';
 import { MESSAGE_PAGE, MESSAGE_WINDOW, messagesPath } from '../window';
 import { normMessage, normTranscript, normInsight, normSession, normTyping, insightVisible, compareMessages, compareTurns, compareInsights, fromOutside, pruneOutside } from './norm';
-import type { Conversation, Snapshot } from '../store';
+import type { Conversation, Snapshot } from './types';
 import { StoreLive } from './live';
 
 export class Store extends StoreLive {

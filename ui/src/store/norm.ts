@@ -2,7 +2,7 @@
 // messages, insights and turns, and the helpers of a conversation's window (see ../store.ts).
 
 import type { Assistant, Delivery, DeliveryError, Insight, Message, MessageKind, PermissionState, Session, SwEvent, TranscriptTurn, Tunnel, Typing } from '../types';
-import type { Conversation } from '../store';
+import type { Conversation } from './types';
 
 export const INSIGHTS_PREFIX = 'insights:';
 
