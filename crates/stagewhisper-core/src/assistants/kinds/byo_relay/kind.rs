@@ -24,7 +24,7 @@ use super::replay::ReplayGuard;
 use super::schema;
 use crate::assistants::{AssistantContext, KindError};
 use crate::clock::fmt_time;
-use crate::listener::AuthGuard;
+use crate::guard::AuthGuard;
 use axum::response::sse::Event;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
