@@ -301,10 +301,16 @@ LogLevel VERBOSE
 
     # ---------------------------------------------------------------- tokens through the tunnel
     def remote_post(tok: str, text: str, session: str = sid) -> dict:
-        out = subprocess.run(in_remote(ns, [sys.executable, str(HERE / "remote_assistant.py"), "post", "--url", ORIGIN,
-                                            "--token", tok, "--session", session, "--text", text]),
-                             capture_output=True, text=True, timeout=30).stdout
-        return json.loads(out)
+        # `--token=…` in one argument: a token may start with "-" (base64url), which argparse
+        # would take for an option of its own.
+        done = subprocess.run(in_remote(ns, [sys.executable, str(HERE / "remote_assistant.py"), "post", "--url", ORIGIN,
+                                             f"--token={tok}", "--session", session, f"--text={text}"]),
+                              capture_output=True, text=True, timeout=30)
+        try:
+            return json.loads(done.stdout)
+        except ValueError:
+            raise AssertionError(f"the remote post printed no answer (rc={done.returncode}): "
+                                 f"stdout={done.stdout[-300:]!r}, stderr={done.stderr[-1500:]!r}") from None
     r = remote_post("wrong-token-" + secrets.token_hex(8), "should not land")
     step("a wrong token through the tunnel is refused (401)", r["http"] == 401 and r["answer"].get("error") == "unauthorized", json.dumps(r))
     r = remote_post(token, "posted by hand through the tunnel")

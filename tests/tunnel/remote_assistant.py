@@ -199,7 +199,8 @@ def main() -> int:
             "message_id": str(uuid.uuid4()), "reply_text": a.text, "occurred_at": now()}
     try:
         status, answer = post(a.url, a.token, body, host=a.host)
-    except OSError as e:
+    except (OSError, http.client.HTTPException) as e:
+        # No answer read (refused, reset, closed early, cut short): said as http 0.
         status, answer = 0, {"error": f"{type(e).__name__}: {e}"}
     print(json.dumps({"http": status, "answer": answer}))
     return 0
