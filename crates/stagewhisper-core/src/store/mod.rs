@@ -8,8 +8,8 @@
 //! - [`load`]: what the conversation loads on its own read connection (start-up state, a
 //!   session's rows for its index);
 //! - [`writer`]: the commit path — the writer thread, group commit, multi-row inserts, the
-//!   search index fed in batches — on the connection's own handle (`raw.rs`: rusqlite's cached
-//!   statements), without sqlx's per-statement hand-off to its worker thread;
+//!   search index fed in batches — on the connection's own handle (`raw.rs`: SQLite's C API,
+//!   for speed; its module doc says why), without sqlx's per-statement hand-off to its worker thread;
 //! - [`search`]: search (the index and the rows it does not have yet), pages, the export's
 //!   read-only open.
 //! - `side.rs`: the writes of the small tables beside the conversation (BYO's jobs, turns and

@@ -1,28 +1,35 @@
-//! The group-commit writer's statements, run with rusqlite on the writer connection's own
-//! SQLite handle.
+//! The group-commit writer's statements, run on the writer connection's own SQLite handle
+//! through SQLite's C API.
 //!
 //! sqlx runs every statement on its connection's worker thread and answers through a channel, so
 //! a commit of N messages cost several round trips between threads and boxed every argument.
 //! Under load that hand-off, not SQLite, was what the writer spent its time on. The writer
 //! therefore takes the handle once through sqlx's `lock_handle` (the public way to reach the
-//! raw connection), wraps it in a [`rusqlite::Connection`] that does not own it, and runs each
-//! commit synchronously on its own thread: statements prepared once and kept in rusqlite's
-//! statement cache, every row bound in place, stepped and reset. Everything else (opening,
-//! migrations, reads) stays with sqlx. rusqlite 0.32 is the release built on the same SQLite
-//! crate as sqlx 0.8 (`libsqlite3-sys` 0.30; `links = "sqlite3"` allows one).
+//! raw connection) and runs each commit synchronously on its own thread: statements prepared
+//! once, every row bound in place (no copies), stepped and reset. Everything else (opening,
+//! migrations, reads) stays with sqlx.
 //!
-//! Two calls remain `unsafe`, both small: wrapping the borrowed handle ([`RawConn::new`]: the
-//! caller holds sqlx's lock on it while the value lives), and SQLite's WAL hook
-//! ([`RawConn::count_wal_frames`]), which rusqlite 0.32 does not offer (later releases do, on a
-//! newer SQLite crate than sqlx 0.8 links).
+//! Why not a maintained crate's statements: rusqlite's cached statements (0.32, the release on
+//! the SQLite crate sqlx 0.8 links) were tried in this place and measured with the ingest bench
+//! (`--profile durable|core --conns 1`, release, five alternating runs of each): durable ingest
+//! fell from 7,630 to 6,139 callbacks/s (median) and its CPU time per callback rose from 159 to
+//! 198 µs; with this module back, 7,272/s and 157 µs. rusqlite binds every text as
+//! `SQLITE_TRANSIENT` (SQLite copies each string) and looks every statement up by its SQL text
+//! in an LRU cache; here text is bound `SQLITE_STATIC` and a statement is found by its text in a
+//! plain map. The cost was over the 3 % the hot path allows, so this stays.
+//!
+//! The invariants of the `unsafe` code are local: the handle is valid and used by nobody else
+//! while a [`RawConn`] lives (the caller holds sqlx's lock for that long), statements are
+//! finalized before it is dropped, and text is bound with `SQLITE_STATIC` only for the duration
+//! of one `execute` (reset + clear_bindings before returning, while the borrowed strings are
+//! still alive).
 
-use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
-use rusqlite::{ffi, Connection, OptionalExtension};
-use std::ffi::{c_char, c_int, c_void};
+use libsqlite3_sys as ffi;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A failed SQLite call: its (extended) result code and message.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -32,37 +39,12 @@ pub struct RawError {
     pub message: String,
 }
 
-impl From<rusqlite::Error> for RawError {
-    fn from(e: rusqlite::Error) -> Self {
-        match e {
-            rusqlite::Error::SqliteFailure(f, message) => RawError {
-                code: f.extended_code,
-                message: message.unwrap_or_else(|| f.to_string()),
-            },
-            other => RawError {
-                code: ffi::SQLITE_MISUSE,
-                message: other.to_string(),
-            },
-        }
-    }
-}
-
 /// A bound parameter.
 #[derive(Debug, Clone, Copy)]
 pub enum Param<'a> {
     Null,
     Int(i64),
     Text(&'a str),
-}
-
-impl ToSql for Param<'_> {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::Borrowed(match *self {
-            Param::Null => ValueRef::Null,
-            Param::Int(v) => ValueRef::Integer(v),
-            Param::Text(s) => ValueRef::Text(s.as_bytes()),
-        }))
-    }
 }
 
 impl<'a> From<i64> for Param<'a> {
@@ -105,20 +87,23 @@ impl<'a> From<&'a super::Arg> for Param<'a> {
     }
 }
 
-/// How many prepared statements the writer keeps: the multi-row inserts (one per power of two
-/// per table), the updates and deletes, the search index's batch and the side writes' few
-/// shapes, with room to spare.
-const STATEMENT_CACHE: usize = 128;
-
-/// The writer's statements on a borrowed connection handle.
+/// Prepared statements on a borrowed connection handle.
 pub struct RawConn {
-    conn: Connection,
+    db: NonNull<ffi::sqlite3>,
+    /// By SQL text; the multi-row inserts are kilobytes long, hence a fast hasher.
+    statements: HashMap<String, NonNull<ffi::sqlite3_stmt>, foldhash::fast::RandomState>,
     /// The counter [`RawConn::count_wal_frames`] registered with SQLite (kept alive here, and
     /// unregistered on drop).
     wal_frames: Option<Arc<AtomicU64>>,
 }
 
-/// A WAL checkpoint's mode.
+// SAFETY: the handle is opened by sqlx in SQLite's multi-thread mode (`SQLITE_OPEN_NOMUTEX`),
+// in which one connection may be used from any thread as long as no two use it at once. A
+// `RawConn` is moved between threads only inside the writer's mutex (`writer.rs`), whose holder
+// is its one user; its statements belong to it and move with it.
+unsafe impl Send for RawConn {}
+
+/// A WAL checkpoint's mode (`sqlite3_wal_checkpoint_v2`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckpointMode {
     /// Copies what no reader still needs, beside readers and the writer.
@@ -160,37 +145,140 @@ unsafe extern "C" fn wal_hook(
 impl RawConn {
     /// # Safety
     /// `db` must be an open connection that nothing else uses while the returned value lives,
-    /// and it must stay open until the value is dropped (the value never closes it).
+    /// and it must stay open until the value is dropped.
     pub unsafe fn new(db: NonNull<ffi::sqlite3>) -> RawConn {
-        // SAFETY: per this function's contract; rusqlite leaves a handle it does not own open.
-        let conn = unsafe { Connection::from_handle(db.as_ptr()) }
-            .expect("wrapping an open handle cannot fail");
-        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         RawConn {
-            conn,
+            db,
+            statements: HashMap::default(),
             wal_frames: None,
         }
     }
 
-    /// Runs one statement with `params` bound in order (result rows, if any, are stepped
-    /// through and dropped). The statement is prepared on first use and kept.
-    pub fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<(), RawError> {
-        let mut stmt = self.conn.prepare_cached(sql)?;
-        let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
-        while rows.next()?.is_some() {}
+    fn error(&self, code: c_int) -> RawError {
+        // SAFETY: the handle is valid (constructor contract); errmsg returns a string owned by
+        // SQLite that stays valid until the next call on this handle, copied right away.
+        let message = unsafe {
+            let p = ffi::sqlite3_errmsg(self.db.as_ptr());
+            if p.is_null() {
+                String::from("unknown error")
+            } else {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        };
+        // SAFETY: valid handle.
+        let extended = unsafe { ffi::sqlite3_extended_errcode(self.db.as_ptr()) };
+        RawError {
+            code: if extended != 0 { extended } else { code },
+            message,
+        }
+    }
+
+    fn statement(&mut self, sql: &str) -> Result<NonNull<ffi::sqlite3_stmt>, RawError> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(*s);
+        }
+        let mut stmt = std::ptr::null_mut();
+        // SAFETY: valid handle; `sql` is a live UTF-8 buffer of the given length; SQLite writes
+        // the statement pointer (or null) into `stmt`.
+        let rc = unsafe {
+            ffi::sqlite3_prepare_v3(
+                self.db.as_ptr(),
+                sql.as_ptr().cast(),
+                sql.len() as c_int,
+                ffi::SQLITE_PREPARE_PERSISTENT,
+                &mut stmt,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc != ffi::SQLITE_OK {
+            return Err(self.error(rc));
+        }
+        let stmt = NonNull::new(stmt).ok_or_else(|| RawError {
+            code: ffi::SQLITE_MISUSE,
+            message: format!("empty statement: {sql}"),
+        })?;
+        self.statements.insert(sql.to_string(), stmt);
+        Ok(stmt)
+    }
+
+    /// Binds `params` in order.
+    ///
+    /// # Safety
+    /// `stmt` was prepared on this handle and is live; text is bound as SQLITE_STATIC, so the
+    /// caller clears the bindings before the borrowed strings go.
+    unsafe fn bind(
+        &self,
+        stmt: *mut ffi::sqlite3_stmt,
+        params: &[Param<'_>],
+    ) -> Result<(), RawError> {
+        for (i, p) in params.iter().enumerate() {
+            let n = i as c_int + 1;
+            // SAFETY: per the function's contract.
+            let rc = unsafe {
+                match *p {
+                    Param::Null => ffi::sqlite3_bind_null(stmt, n),
+                    Param::Int(v) => ffi::sqlite3_bind_int64(stmt, n, v),
+                    Param::Text(s) => ffi::sqlite3_bind_text(
+                        stmt,
+                        n,
+                        s.as_ptr().cast(),
+                        s.len() as c_int,
+                        ffi::SQLITE_STATIC(),
+                    ),
+                }
+            };
+            if rc != ffi::SQLITE_OK {
+                return Err(self.error(rc));
+            }
+        }
         Ok(())
+    }
+
+    /// Runs one statement (no result rows expected) with `params` bound in order. The statement
+    /// is prepared on first use and kept.
+    pub fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<(), RawError> {
+        let stmt = self.statement(sql)?.as_ptr();
+        // SAFETY: `stmt` was prepared on this handle and is not finalized until drop. Text is
+        // bound as SQLITE_STATIC: SQLite reads it during `step` only, and the bindings are
+        // cleared before this function returns, while `params` (and what it borrows) is alive.
+        unsafe {
+            let result = (|| {
+                self.bind(stmt, params)?;
+                loop {
+                    match ffi::sqlite3_step(stmt) {
+                        ffi::SQLITE_DONE => break,
+                        ffi::SQLITE_ROW => continue,
+                        rc => return Err(self.error(rc)),
+                    }
+                }
+                Ok(())
+            })();
+            ffi::sqlite3_reset(stmt);
+            ffi::sqlite3_clear_bindings(stmt);
+            result
+        }
     }
 
     /// Runs one statement and returns the first column of its first row (`None`: no row, or
     /// NULL).
     pub fn query_i64(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Option<i64>, RawError> {
-        let mut stmt = self.conn.prepare_cached(sql)?;
-        let v = stmt
-            .query_row(rusqlite::params_from_iter(params), |r| {
-                r.get::<_, Option<i64>>(0)
-            })
-            .optional()?;
-        Ok(v.flatten())
+        let stmt = self.statement(sql)?.as_ptr();
+        // SAFETY: as in `execute` (text bound as SQLITE_STATIC, cleared before returning); the
+        // column is read while the statement is on its row.
+        unsafe {
+            let result = (|| {
+                self.bind(stmt, params)?;
+                match ffi::sqlite3_step(stmt) {
+                    ffi::SQLITE_ROW => Ok((ffi::sqlite3_column_type(stmt, 0) != ffi::SQLITE_NULL)
+                        .then(|| ffi::sqlite3_column_int64(stmt, 0))),
+                    ffi::SQLITE_DONE => Ok(None),
+                    rc => Err(self.error(rc)),
+                }
+            })();
+            ffi::sqlite3_reset(stmt);
+            ffi::sqlite3_clear_bindings(stmt);
+            result
+        }
     }
 
     /// Keeps `counter` at the number of frames in the WAL after each commit of this
@@ -198,11 +286,10 @@ impl RawConn {
     /// `wal_autocheckpoint = 0` already ensures).
     pub fn count_wal_frames(&mut self, counter: Arc<AtomicU64>) {
         let arg = Arc::as_ptr(&counter) as *mut c_void;
-        // SAFETY: the handle is valid (constructor contract) and used by this thread only;
-        // `arg` stays valid while registered, since `self` keeps the Arc until `Drop`
-        // unregisters the hook.
+        // SAFETY: valid handle; `arg` stays valid while registered, since `self` keeps the Arc
+        // until `Drop` unregisters the hook.
         unsafe {
-            ffi::sqlite3_wal_hook(self.conn.handle(), Some(wal_hook), arg);
+            ffi::sqlite3_wal_hook(self.db.as_ptr(), Some(wal_hook), arg);
         }
         self.wal_frames = Some(counter);
     }
@@ -215,53 +302,53 @@ impl RawConn {
         mode: CheckpointMode,
         busy_timeout_ms: i32,
     ) -> Result<Option<Checkpointed>, RawError> {
-        let sql = match mode {
-            CheckpointMode::Passive => "PRAGMA main.wal_checkpoint(PASSIVE)",
-            CheckpointMode::Truncate => "PRAGMA main.wal_checkpoint(TRUNCATE)",
+        let (mut log, mut copied) = (0, 0);
+        let mode = match mode {
+            CheckpointMode::Passive => ffi::SQLITE_CHECKPOINT_PASSIVE,
+            CheckpointMode::Truncate => ffi::SQLITE_CHECKPOINT_TRUNCATE,
         };
-        self.conn.busy_timeout(Duration::ZERO)?;
-        let result = self.conn.prepare_cached(sql).and_then(|mut s| {
-            s.query_row([], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                ))
-            })
-        });
-        let waits = Duration::from_millis(busy_timeout_ms.max(0) as u64);
-        self.conn.busy_timeout(waits)?;
-        match result {
-            Ok((0, wal_frames, copied)) => Ok(Some(Checkpointed { wal_frames, copied })),
-            Ok(_busy) => Ok(None),
-            Err(rusqlite::Error::SqliteFailure(f, _))
-                if matches!(
-                    f.code,
-                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                ) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(e.into()),
+        // SAFETY: valid handle, used by this thread only; the out-pointers are live locals.
+        let rc = unsafe {
+            ffi::sqlite3_busy_timeout(self.db.as_ptr(), 0);
+            let rc = ffi::sqlite3_wal_checkpoint_v2(
+                self.db.as_ptr(),
+                c"main".as_ptr(),
+                mode,
+                &mut log,
+                &mut copied,
+            );
+            ffi::sqlite3_busy_timeout(self.db.as_ptr(), busy_timeout_ms);
+            rc
+        };
+        match rc {
+            ffi::SQLITE_OK => Ok(Some(Checkpointed {
+                wal_frames: log.into(),
+                copied: copied.into(),
+            })),
+            ffi::SQLITE_BUSY | ffi::SQLITE_LOCKED => Ok(None),
+            rc => Err(self.error(rc)),
         }
     }
 
     /// Frees the page cache memory the connection does not need right now (outside a
     /// transaction: all of it); the cache fills again from the OS page cache as pages are used.
     pub fn release_memory(&mut self) {
-        if let Err(e) = self.conn.release_memory() {
-            tracing::debug!(error = %e, "releasing the writer's page cache failed");
+        // SAFETY: valid handle, used by this thread only.
+        unsafe {
+            ffi::sqlite3_db_release_memory(self.db.as_ptr());
         }
     }
 
     /// Rows changed by the most recent INSERT, UPDATE or DELETE on this handle.
     pub fn changes(&self) -> u64 {
-        self.conn.changes()
+        // SAFETY: valid handle.
+        unsafe { ffi::sqlite3_changes64(self.db.as_ptr()) as u64 }
     }
 
     /// Whether a transaction is open on the connection.
     pub fn in_transaction(&self) -> bool {
-        !self.conn.is_autocommit()
+        // SAFETY: valid handle.
+        unsafe { ffi::sqlite3_get_autocommit(self.db.as_ptr()) == 0 }
     }
 }
 
@@ -270,10 +357,15 @@ impl Drop for RawConn {
         if self.wal_frames.take().is_some() {
             // SAFETY: valid handle; unregisters the hook before its counter goes.
             unsafe {
-                ffi::sqlite3_wal_hook(self.conn.handle(), None, std::ptr::null_mut());
+                ffi::sqlite3_wal_hook(self.db.as_ptr(), None, std::ptr::null_mut());
             }
         }
-        // The cached statements are finalized when `conn` drops, before the handle goes back
-        // to sqlx (whose close fails on unfinalized statements); the handle stays open.
+        for (_, s) in self.statements.drain() {
+            // SAFETY: each statement was prepared on this handle and is finalized exactly once,
+            // before the handle is released (sqlx's close fails on unfinalized statements).
+            unsafe {
+                ffi::sqlite3_finalize(s.as_ptr());
+            }
+        }
     }
 }
