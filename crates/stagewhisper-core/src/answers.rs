@@ -242,6 +242,53 @@ impl<S: Send + Sync> FromRequestParts<S> for Params2 {
     }
 }
 
+/// A refusal of the pipeline: an HTTP status, a stable code and a sentence for people.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct AudioError {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl AudioError {
+    /// `400`.
+    pub fn bad(code: &'static str, message: impl Into<String>) -> AudioError {
+        AudioError {
+            status: 400,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// `503 audio_unavailable`: no sound server reachable (or this build cannot hear).
+    pub fn unavailable(message: impl Into<String>) -> AudioError {
+        AudioError {
+            status: 503,
+            code: "audio_unavailable",
+            message: message.into(),
+        }
+    }
+
+    /// `502 engine_failed`: the speech engine did not answer.
+    pub fn engine(message: impl Into<String>) -> AudioError {
+        AudioError {
+            status: 502,
+            code: "engine_failed",
+            message: message.into(),
+        }
+    }
+
+    /// `500` with a code (a settings file that cannot be written, …).
+    pub fn internal(code: &'static str, message: impl Into<String>) -> AudioError {
+        AudioError {
+            status: 500,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

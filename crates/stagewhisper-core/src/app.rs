@@ -3,7 +3,7 @@
 
 use crate::api::{ApiState, Assets, ControlApi};
 use crate::assistants::delivery_queue::OutboxTiming;
-use crate::assistants::kinds::incoming::LinkSettings;
+use crate::assistants::kinds::incoming::timing::LinkSettings;
 use crate::assistants::kinds::{ExtraKind, KindDeps, KindInfo, BUILT_IN};
 use crate::assistants::CallbackTarget;
 use crate::assistants::{AssistantContext, AssistantKind, Assistants};

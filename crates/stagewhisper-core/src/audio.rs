@@ -17,6 +17,7 @@
 //!   ([`EarsContext::publish_live`]): partial transcripts, levels, its status
 //!   ([`Change::TranscriptPartial`], [`Change::AudioLevel`], [`Change::AudioStatus`]).
 
+pub use crate::answers::AudioError;
 use crate::answers::MAX_USER_TEXT;
 use crate::assistants::{Assistants, BoxFuture};
 use crate::clock::SharedClock;
@@ -422,51 +423,12 @@ pub struct AudioTestResult {
     pub text: String,
 }
 
-/// A refusal of the pipeline: an HTTP status, a stable code and a sentence for people.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct AudioError {
-    pub status: u16,
-    pub code: &'static str,
-    pub message: String,
-}
-
-impl AudioError {
-    /// `400`.
-    pub fn bad(code: &'static str, message: impl Into<String>) -> AudioError {
-        AudioError {
-            status: 400,
-            code,
-            message: message.into(),
-        }
-    }
-
-    /// `503 audio_unavailable`: no sound server reachable (or this build cannot hear).
-    pub fn unavailable(message: impl Into<String>) -> AudioError {
-        AudioError {
-            status: 503,
-            code: "audio_unavailable",
-            message: message.into(),
-        }
-    }
-
-    /// `502 engine_failed`: the speech engine did not answer.
-    pub fn engine(message: impl Into<String>) -> AudioError {
-        AudioError {
-            status: 502,
-            code: "engine_failed",
-            message: message.into(),
-        }
-    }
-
-    /// `500` with a code (a settings file that cannot be written, …).
-    pub fn internal(code: &'static str, message: impl Into<String>) -> AudioError {
-        AudioError {
-            status: 500,
-            code,
-            message: message.into(),
-        }
-    }
+/// `POST /api/audio/engine/check`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct EngineCheckRequest {
+    /// The engine to try, as `PUT /api/audio` takes it (an `openai` engine without `api_key`
+    /// uses the saved key when it is for the same server); absent: the saved engine.
+    pub engine: Option<EngineUpdate>,
 }
 
 /// What the control API asks of the audio pipeline. One implementation ships

@@ -9,7 +9,7 @@
 //!
 //! Only stream metadata is read for this, never audio, until the person says Start.
 
-use crate::audio::AudioError;
+use crate::answers::AudioError;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

@@ -4,19 +4,11 @@
 //! being typed before it is saved: a server engine gets one short request (half a second of
 //! silence to transcribe), a local one loads its model and decodes that silence. The pipeline
 //! does it the same way for every engine (`stagewhisper-audio`'s `Engine::check`), so a new
-//! engine kind is checked without code of its own here.
+//! engine kind is checked without code of its own here. What the route takes
+//! ([`crate::audio::EngineCheckRequest`]) is with the engine settings it names.
 
-use crate::audio::EngineUpdate;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-
-/// `POST /api/audio/engine/check`.
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
-pub struct EngineCheckRequest {
-    /// The engine to try, as `PUT /api/audio` takes it (an `openai` engine without `api_key`
-    /// uses the saved key when it is for the same server); absent: the saved engine.
-    pub engine: Option<EngineUpdate>,
-}
 
 /// How the try went. A failure is an answer too (`200` with `ok: false`): the request was
 /// fine, the engine was not.

@@ -320,7 +320,7 @@ where
 {
     type Response = Response;
     type Error = S::Error;
-    type Future = crate::assistants::BoxFuture<'static, Result<Response, S::Error>>;
+    type Future = futures_util::future::BoxFuture<'static, Result<Response, S::Error>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.0.poll_ready(cx)

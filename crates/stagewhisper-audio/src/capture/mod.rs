@@ -25,10 +25,12 @@
 //! | `source` | a [`Source`], the order sources are listed in, [`resolve`] |
 //! | `apps` | other applications' streams, metadata only: [`watch`] which record from a microphone (call detection) |
 //! | `only_app` | the call's audio as one application's sound alone (`{"app": …}`): its playback streams recorded before mixing, followed as they come and go |
-//! | `record` | [`run`]: a channel recorded through everything, its [`Event`]s |
+//! | `follow` | [`run`]: a channel's capture through everything (no server, a source gone, a restart), never giving up |
+//! | `record` | one source recorded until it goes, the record stream, a channel's [`Event`]s |
 
 mod apps;
 mod conn;
+mod follow;
 mod only_app;
 mod record;
 mod server;
@@ -36,7 +38,8 @@ mod source;
 
 pub use apps::{watch, MicStream, Seen, WatchHandle, Watcher};
 pub use conn::IO_TIMEOUT;
-pub use record::{run, Down, Event};
+pub use follow::run;
+pub use record::{Down, Event};
 pub use server::{locate, CaptureError};
 pub use source::{resolve, Source};
 

@@ -1,14 +1,14 @@
-//! Recording a channel ([`run`]) until told to stop, through everything: no server yet, a
-//! source that is removed (a headset unplugged) and comes back, a default that changes, a
-//! server that restarts. What happens is reported as [`Event`]s, each new reason for being
-//! down once; it never gives up.
+//! Recording one source of a connection until it goes or a stop ([`record`]), and the pieces
+//! every capture shares: the record stream ([`open_stream`], [`decode`]), what a channel
+//! reports ([`Event`], [`Down`], through [`Reporter`]: each new reason for being down once)
+//! and waiting for the server's notices ([`wait_for_change`]). The loop around them, which
+//! never gives up, is `follow.rs`.
 
 use super::conn::{broken, Conn, ConnError, Msg};
-use super::server::locate;
 use super::source::{resolve, Source};
 use pulseaudio::protocol::{
     self, stream::BufferAttr, stream::StreamFlags, ChannelMap, Command, Prop, Props, PulseError,
-    SampleFormat, SampleSpec, SubscriptionEventFacility, SubscriptionEventType, SubscriptionMask,
+    SampleFormat, SampleSpec, SubscriptionEventFacility, SubscriptionEventType,
 };
 use stagewhisper_core::audio::{Channel, SourceChoice};
 use std::ffi::CString;
@@ -21,7 +21,7 @@ pub(super) const FRAGMENT: Duration = Duration::from_millis(50);
 /// so a turn in progress still ends.
 pub(super) const GAP: Duration = Duration::from_millis(300);
 /// How often a waiting capture looks again without a notice from the server.
-const RECHECK: Duration = Duration::from_secs(2);
+pub(super) const RECHECK: Duration = Duration::from_secs(2);
 /// How often the loops look at their stop flag.
 pub(super) const TICK: Duration = Duration::from_millis(100);
 
@@ -72,6 +72,14 @@ pub(super) struct Reporter {
 }
 
 impl Reporter {
+    /// A reporter for `channel` that has said nothing yet.
+    pub(super) fn new(channel: Channel) -> Reporter {
+        Reporter {
+            channel,
+            last_down: None,
+        }
+    }
+
     pub(super) fn down(&mut self, d: Down, on: &mut dyn FnMut(Event<'_>)) {
         if self.last_down.as_ref() != Some(&d) {
             tracing::info!(
@@ -90,107 +98,10 @@ impl Reporter {
     }
 }
 
-/// Records `choice` for `channel` until `stop` is set, reporting through `on` (on this thread).
-/// Never gives up: without a server or a source it waits (notified by the server when it can
-/// be, looking again every few seconds otherwise) and reports each new reason once.
-pub fn run(
-    channel: Channel,
-    choice: &SourceChoice,
-    stop: &AtomicBool,
-    on: &mut dyn FnMut(Event<'_>),
-) {
-    let mut rep = Reporter {
-        channel,
-        last_down: None,
-    };
-    let mut wait = Duration::from_millis(250);
-    while !stop.load(Ordering::SeqCst) {
-        let conn =
-            locate().and_then(|p| Conn::open(&p, &format!("StageWhisper: {}", label(channel))));
-        let mut conn = match conn {
-            Ok(c) => c,
-            Err(e) => {
-                rep.down(Down::NoServer(e.to_string()), on);
-                sleep(stop, wait);
-                wait = (wait * 2).min(RECHECK);
-                continue;
-            }
-        };
-        wait = Duration::from_millis(250);
-        match session(&mut conn, channel, choice, stop, on, &mut rep) {
-            Ok(()) => return,
-            Err(e) => {
-                let why = match e {
-                    ConnError::Broken(why) => why,
-                    ConnError::Refused(e) => format!("the sound server refused: {e}"),
-                };
-                rep.down(Down::NoServer(why), on);
-                sleep(stop, wait);
-            }
-        }
-    }
-}
-
-fn label(channel: Channel) -> &'static str {
+pub(super) fn label(channel: Channel) -> &'static str {
     match channel {
         Channel::Mic => "microphone",
         Channel::System => "call audio",
-    }
-}
-
-fn sleep(stop: &AtomicBool, d: Duration) {
-    let until = Instant::now() + d;
-    while !stop.load(Ordering::SeqCst) {
-        let now = Instant::now();
-        if now >= until {
-            return;
-        }
-        std::thread::sleep((until - now).min(TICK));
-    }
-}
-
-/// One connection's life: resolve the source, record until it goes, wait for it, again.
-fn session(
-    conn: &mut Conn,
-    channel: Channel,
-    choice: &SourceChoice,
-    stop: &AtomicBool,
-    on: &mut dyn FnMut(Event<'_>),
-    rep: &mut Reporter,
-) -> Result<(), ConnError> {
-    conn.ack(Command::Subscribe(
-        SubscriptionMask::SOURCE | SubscriptionMask::SINK | SubscriptionMask::SERVER,
-    ))?;
-    // The source that went, to keep saying it by the name people know.
-    let mut lost: Option<Source> = None;
-    loop {
-        if stop.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        if let SourceChoice::App(app) = choice {
-            return super::only_app::session(conn, app, stop, on, rep);
-        }
-        let sources = conn.sources()?;
-        let src = match resolve(channel, choice, &sources) {
-            Ok(s) => s,
-            Err(why) => {
-                let why = match (&lost, choice) {
-                    (Some(l), SourceChoice::Named(n)) if &l.name == n => gone(l),
-                    _ => why,
-                };
-                rep.down(Down::NoSource(why), on);
-                wait_for_change(conn, stop)?;
-                continue;
-            }
-        };
-        match record(conn, &src, choice, channel, stop, on, rep)? {
-            Ended::Stop => return Ok(()),
-            Ended::Lost(why) => {
-                lost = Some(src);
-                rep.down(Down::NoSource(why), on)
-            }
-            Ended::Reopen => {}
-        }
     }
 }
 
@@ -418,7 +329,7 @@ fn end(
     }
 }
 
-fn gone(src: &Source) -> String {
+pub(super) fn gone(src: &Source) -> String {
     format!(
         "“{}” is gone (unplugged or removed); listening resumes when it is back or another \
          source is chosen",

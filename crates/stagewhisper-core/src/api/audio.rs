@@ -13,11 +13,12 @@
 
 use super::ApiState;
 use crate::answers::{ApiError, ApiResult, ErrorDoc, JsonBody, OkDoc, Param, Reply};
+use crate::audio::EngineCheckRequest;
 use crate::audio::{
     AudioError, AudioTest, AudioTestResult, AudioUpdate, AudioView, Ears, SourceView,
 };
 use crate::conversation::CoreError;
-use crate::engine_check::{EngineCheck, EngineCheckRequest};
+use crate::engine_check::EngineCheck;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};

@@ -720,7 +720,7 @@ impl Assistants {
             Some(_) => return Err(KindError::bad("invalid_field", "`kind` must be a string")),
         };
         let Some(kind) = self.kind(&kind_id) else {
-            let known = providers::registry()
+            let known = kinds::registry()
                 .kinds
                 .iter()
                 .any(|k| k.id == kind_id.as_str());
@@ -800,7 +800,7 @@ impl Assistants {
     /// `GET /api/providers`: the registry, with `available` true exactly for the registered
     /// kinds (a registered kind the registry does not describe is listed too).
     pub fn providers(&self) -> Value {
-        providers::for_registered(&self.inner.infos, self.active().kind())
+        kinds::for_registered(&self.inner.infos, self.active().kind())
     }
 
     /// `GET /api/assistant/kinds`: every kind of this app (the list's, then any other
@@ -808,7 +808,7 @@ impl Assistants {
     pub fn kind_list(&self) -> kinds::KindList {
         kinds::KindList {
             active_kind: self.active().kind().to_string(),
-            kinds: providers::served_kinds(&self.inner.infos),
+            kinds: kinds::served_kinds(&self.inner.infos),
         }
     }
 }

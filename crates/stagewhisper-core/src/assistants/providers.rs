@@ -1,12 +1,10 @@
 //! The provider registry (data only): every assistant kind, and every real peer each kind
 //! serves, with how to install and set it up, the peer versions StageWhisper is tested with
 //! and the versions known to be bad. `GET /api/providers` serves it; Settings → Assistant is
-//! built from it. The kinds are the list's ([`super::kinds::BUILT_IN`]); this file adds the peers.
+//! built from it. The kinds are the list's ([`super::kinds::BUILT_IN`], which serves both:
+//! [`super::kinds::registry`]); this file holds the peers.
 
-pub use super::kinds::KindInfo;
-use super::kinds::BUILT_IN;
 use serde::Serialize;
-use serde_json::{json, Value};
 
 /// A peer version StageWhisper is tested with.
 #[derive(Debug, Clone, Serialize)]
@@ -41,12 +39,6 @@ pub struct Provider {
     pub setup: &'static [&'static str],
     pub tested_with: &'static [Tested],
     pub known_bad: &'static [KnownBad],
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Registry {
-    pub kinds: Vec<KindInfo>,
-    pub providers: Vec<Provider>,
 }
 
 const HERMES_AGENT: Tested = Tested {
@@ -184,53 +176,14 @@ static PROVIDERS: &[Provider] = &[
     },
 ];
 
-/// The static registry (`available` as implemented in this version).
-pub fn registry() -> Registry {
-    Registry {
-        kinds: BUILT_IN.iter().map(|e| e.info.clone()).collect(),
-        providers: PROVIDERS.to_vec(),
-    }
+/// Every peer, in the order Settings lists them.
+pub fn all() -> &'static [Provider] {
+    PROVIDERS
 }
 
 /// A provider descriptor by id.
 pub fn provider(id: &str) -> Option<&'static Provider> {
     PROVIDERS.iter().find(|p| p.id == id)
-}
-
-/// The registry as served: `available` is true exactly for the `registered` kinds of this
-/// app; a registered kind the list does not have (a test's) is listed with its own info.
-pub fn for_registered(registered: &[KindInfo], active: &str) -> Value {
-    let r = registry();
-    let ids: Vec<&str> = registered.iter().map(|k| k.id).collect();
-    let kinds = served_kinds(registered);
-    let providers: Vec<Value> = r
-        .providers
-        .iter()
-        .map(|p| {
-            let mut v = serde_json::to_value(p).expect("serializable");
-            v["available"] = json!(ids.contains(&p.kind));
-            v
-        })
-        .collect();
-    json!({"active_kind": active, "kinds": kinds, "providers": providers})
-}
-
-/// The kinds as served: the built-in ones in their order (`available` when registered), then
-/// the other registered ones.
-pub fn served_kinds(registered: &[KindInfo]) -> Vec<KindInfo> {
-    let mut kinds: Vec<KindInfo> = BUILT_IN
-        .iter()
-        .map(|e| KindInfo {
-            available: registered.iter().any(|k| k.id == e.info.id),
-            ..e.info.clone()
-        })
-        .collect();
-    for k in registered {
-        if !kinds.iter().any(|b| b.id == k.id) {
-            kinds.push(k.clone());
-        }
-    }
-    kinds
 }
 
 /// A plain-words warning when `version` of `package` (as the peer reports it) is not one
@@ -261,28 +214,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_provider_has_a_described_kind_and_set_up_steps() {
-        let r = registry();
-        for p in &r.providers {
-            let k = r.kinds.iter().find(|k| k.id == p.kind).expect(p.id);
-            assert_eq!(p.available, k.available, "{}", p.id);
-            assert!(!p.setup.is_empty(), "{}", p.id);
-        }
-        let ids: Vec<_> = r.providers.iter().map(|p| p.id).collect();
-        let mut dedup = ids.clone();
-        dedup.dedup();
-        assert_eq!(ids, dedup);
-        assert_eq!(
-            r.kinds
-                .iter()
-                .filter(|k| k.available)
-                .map(|k| k.id)
-                .collect::<Vec<_>>(),
-            ["incoming", "byo", "openclaw-gateway", "clawborrator"]
-        );
-    }
-
-    #[test]
     fn versions_are_compared_with_the_descriptor() {
         assert_eq!(
             version_warning("hermes-adapter", "hermes-platform-stagewhisper", "0.43.0"),
@@ -302,34 +233,5 @@ mod tests {
             None
         );
         assert_eq!(version_warning("nope", "x", "1"), None);
-    }
-
-    #[test]
-    fn served_registry_marks_registered_kinds_available() {
-        let toy = KindInfo::new("toy", "Toy", "");
-        let incoming = super::super::kinds::built_in("incoming")
-            .unwrap()
-            .info
-            .clone();
-        let byo = super::super::kinds::built_in("byo").unwrap().info.clone();
-        let v = for_registered(&[incoming.clone(), toy], "toy");
-        assert_eq!(v["active_kind"], "toy");
-        let kinds = v["kinds"].as_array().unwrap();
-        assert!(kinds
-            .iter()
-            .any(|k| k["id"] == "toy" && k["available"] == true));
-        assert!(kinds
-            .iter()
-            .any(|k| k["id"] == "byo" && k["available"] == false));
-        let v = for_registered(&[incoming, byo], "byo");
-        assert!(v["kinds"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|k| k["id"] == "byo" && k["available"] == true));
-        let ps = v["providers"].as_array().unwrap();
-        let hermes = ps.iter().find(|p| p["id"] == "hermes-adapter").unwrap();
-        assert_eq!(hermes["available"], true);
-        assert_eq!(hermes["tested_with"][0]["version"], "0.43.0");
     }
 }

@@ -5,7 +5,7 @@
 
 use super::super::{AssistantContext, AssistantKind, KindFactory};
 use super::clawborrator::HubTiming;
-use super::incoming::LinkSettings;
+use super::incoming::timing::LinkSettings;
 use serde::Serialize;
 use std::sync::Arc;
 use utoipa::ToSchema;
