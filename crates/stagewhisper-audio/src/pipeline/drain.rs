@@ -5,6 +5,7 @@
 
 use super::shared::{CallState, Shared, Stored};
 use crate::backlog::{Turn, TurnMeta};
+use crate::engine::Heard;
 use stagewhisper_core::audio::Channel;
 use stagewhisper_core::backoff::Backoff;
 use std::sync::atomic::Ordering;
@@ -30,16 +31,19 @@ pub(crate) fn drain(shared: Arc<Shared>) {
             finals.wait_kick(seen, Duration::from_secs(5));
             continue;
         };
-        let meta = turn.meta.clone();
+        let mut meta = turn.meta.clone();
         if waited(&shared, &meta, retry_at, seen) {
             continue;
         }
         if !call_takes_it(&shared, &meta) {
             continue;
         }
-        let Some(text) = text_of(&shared, &turn, sending, &mut retry_at) else {
+        let Some((text, language)) = text_of(&shared, &turn, sending, &mut retry_at) else {
             continue;
         };
+        if language.is_some() {
+            meta.language = language;
+        }
         retry_at = None;
         let text = text.trim().to_string();
         if text.is_empty()
@@ -96,13 +100,14 @@ fn call_takes_it(shared: &Shared, meta: &TurnMeta) -> bool {
 }
 
 /// The text of a waiting turn: the one it was being stored with when the app stopped (`None`
-/// if it was stored then: it is forgotten), the one kept with it, or the engine's now.
+/// if it was stored then: it is forgotten), the one kept with it, or the engine's now (with
+/// the language the engine heard, when it tells it; a kept text's language is in its meta).
 fn text_of(
     shared: &Shared,
     turn: &Turn,
     sending: Option<String>,
     retry_at: &mut RetryAt,
-) -> Option<String> {
+) -> Option<(String, Option<String>)> {
     let meta = &turn.meta;
     match (sending, &meta.text) {
         (Some(t), _) => {
@@ -115,22 +120,22 @@ fn text_of(
                 shared.changed();
                 return None;
             }
-            Some(t)
+            Some((t, None))
         }
-        (None, Some(t)) => Some(t.clone()),
-        (None, None) => transcribe(shared, turn, retry_at),
+        (None, Some(t)) => Some((t.clone(), None)),
+        (None, None) => transcribe(shared, turn, retry_at).map(|h| (h.text, h.language)),
     }
 }
 
-/// The engine's text of a turn kept with its audio; `None` when the engine fails (`retry_at`
-/// then says when to try again).
-fn transcribe(shared: &Shared, turn: &Turn, retry_at: &mut RetryAt) -> Option<String> {
+/// The engine's text of a turn kept with its audio, with its language when the engine tells
+/// it; `None` when the engine fails (`retry_at` then says when to try again).
+fn transcribe(shared: &Shared, turn: &Turn, retry_at: &mut RetryAt) -> Option<Heard> {
     let meta = &turn.meta;
     let generation = shared.engine_generation();
     let r = shared.engine().and_then(|e| {
         let mut u = e.begin()?;
         u.push(&turn.samples)?;
-        u.finish()
+        u.finish_heard()
     });
     shared.engine_outcome(r.as_ref().map(|_| ()));
     match r {
