@@ -42,6 +42,12 @@ function link(doc: Document, href: string, children: Node[] | string): HTMLAncho
 // Inline.
 
 const PUNCT = '!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~';
+/** Emphasis by delimiter run length: the elements it makes, outermost first. */
+const EMPHASIS: [number, (keyof HTMLElementTagNameMap)[]][] = [
+  [3, ['strong', 'em']],
+  [2, ['strong']],
+  [1, ['em']],
+];
 const isSpace = (c: string | undefined) => c === undefined || c === ' ' || c === '\t' || c === '\n';
 const isAlnum = (c: string | undefined) => !!c && /[\p{L}\p{N}]/u.test(c);
 
@@ -102,165 +108,160 @@ class Inline {
   }
 
   run(): Node[] {
-    const s = this.s;
-    const n = s.length;
+    const n = this.s.length;
     let i = 0;
     while (i < n) {
-      const c = s[i];
-      // Backslash escapes.
-      if (c === '\\' && i + 1 < n && PUNCT.includes(s[i + 1])) {
-        this.text += s[i + 1];
-        i += 2;
+      const next = this.construct(i);
+      if (next >= 0) {
+        i = next;
         continue;
       }
-      // Code spans.
-      if (c === '`') {
-        let j = i;
-        while (j < n && s[j] === '`') j++;
-        const run = s.slice(i, j);
-        const key = 'code' + run.length;
-        let end = -1;
-        if (!this.noCloser.has(key)) {
-          let k = j;
-          for (;;) {
-            k = s.indexOf(run, k);
-            if (k < 0) break;
-            let e = k;
-            while (e < n && s[e] === '`') e++;
-            if (e - k === run.length) {
-              end = k;
-              break;
-            }
-            k = e;
-          }
-          if (end < 0) this.noCloser.add(key);
-        }
-        if (end < 0) {
-          this.text += run;
-          i = j;
-          continue;
-        }
-        let body = s.slice(j, end).replace(/\n/g, ' ');
-        if (body.length > 2 && body.startsWith(' ') && body.endsWith(' ') && body.trim()) body = body.slice(1, -1);
-        const code = this.doc.createElement('code');
-        code.append(this.doc.createTextNode(body));
-        this.push(code);
-        i = end + run.length;
-        continue;
-      }
-      // Images (never loaded) and links.
-      if ((c === '!' && s[i + 1] === '[') || c === '[') {
-        const img = c === '!';
-        const start = img ? i + 1 : i;
-        const parsed = this.linkAt(start);
-        if (parsed) {
-          const href = safeHref(parsed.url);
-          if (img) {
-            const label = parsed.label.trim() || parsed.url;
-            if (href && !this.inLink) this.push(link(this.doc, href, label));
-            else this.text += label;
-          } else if (href && !this.inLink) {
-            this.push(link(this.doc, href, this.sub(parsed.label, true)));
-          } else {
-            for (const node of this.sub(parsed.label)) this.push(node);
-          }
-          i = parsed.end;
-          continue;
-        }
-        this.text += c;
-        i++;
-        continue;
-      }
-      // <https://…> autolinks.
-      if (c === '<') {
-        const m = /^<(https?:\/\/[^\s<>]+)>/i.exec(s.slice(i, i + 2048));
-        if (m) {
-          const href = safeHref(m[1]);
-          if (href && !this.inLink) this.push(link(this.doc, href, m[1]));
-          else this.text += m[1];
-          i += m[0].length;
-          continue;
-        }
-      }
-      // Bare http(s) URLs.
-      if ((c === 'h' || c === 'H') && !this.inLink && !isAlnum(s[i - 1])) {
-        const m = /^https?:\/\/[^\s<>"']+/i.exec(s.slice(i, i + 2048));
-        if (m) {
-          let url = m[0];
-          // Trailing punctuation belongs to the sentence, and a `)` only if unbalanced.
-          for (;;) {
-            const last = url[url.length - 1];
-            if ('.,;:!?*_'.includes(last)) url = url.slice(0, -1);
-            else if (last === ')' && (url.match(/\(/g)?.length ?? 0) < (url.match(/\)/g)?.length ?? 0)) url = url.slice(0, -1);
-            else break;
-          }
-          const href = safeHref(url);
-          if (href) {
-            this.push(link(this.doc, href, url));
-            i += url.length;
-            continue;
-          }
-        }
-      }
-      // Emphasis.
-      if (c === '*' || c === '_') {
-        let j = i;
-        while (j < n && s[j] === c) j++;
-        const runLen = j - i;
-        const intraword = c === '*';
-        const leftOk = intraword || !isAlnum(s[i - 1]);
-        if (leftOk && !isSpace(s[j])) {
-          if (runLen >= 3) {
-            const d = c.repeat(3);
-            const e = this.closer(d, i + 3, intraword);
-            if (e > i + 3) {
-              const strong = this.doc.createElement('strong');
-              const em = this.doc.createElement('em');
-              em.append(...this.sub(s.slice(i + 3, e)));
-              strong.append(em);
-              this.push(strong);
-              i = e + 3;
-              continue;
-            }
-          }
-          if (runLen >= 2) {
-            const d = c + c;
-            const e = this.closer(d, i + 2, intraword);
-            if (e > i + 2) {
-              const strong = this.doc.createElement('strong');
-              strong.append(...this.sub(s.slice(i + 2, e)));
-              this.push(strong);
-              i = e + 2;
-              continue;
-            }
-          }
-          if (runLen === 1) {
-            const e = this.closer(c, i + 1, intraword);
-            if (e > i + 1) {
-              const em = this.doc.createElement('em');
-              em.append(...this.sub(s.slice(i + 1, e)));
-              this.push(em);
-              i = e + 1;
-              continue;
-            }
-          }
-        }
-        this.text += s.slice(i, j);
-        i = j;
-        continue;
-      }
-      // Hard line breaks inside a paragraph.
-      if (c === '\n') {
-        this.text = this.text.replace(/ +$/, '');
-        this.push(this.doc.createElement('br'));
-        i++;
-        continue;
-      }
-      this.text += c;
+      this.text += this.s[i];
       i++;
     }
     this.flush();
     return this.out;
+  }
+
+  /** The construct starting at `i`, written out: the index after it; -1: a plain character. */
+  private construct(i: number): number {
+    const s = this.s;
+    const c = s[i];
+    // Backslash escapes.
+    if (c === '\\' && i + 1 < s.length && PUNCT.includes(s[i + 1])) {
+      this.text += s[i + 1];
+      return i + 2;
+    }
+    if (c === '`') return this.codeSpan(i);
+    if ((c === '!' && s[i + 1] === '[') || c === '[') return this.linkOrImage(i);
+    if (c === '<') return this.autolink(i);
+    if ((c === 'h' || c === 'H') && !this.inLink && !isAlnum(s[i - 1])) return this.bareUrl(i);
+    if (c === '*' || c === '_') return this.emphasis(i);
+    // Hard line breaks inside a paragraph.
+    if (c === '\n') {
+      this.text = this.text.replace(/ +$/, '');
+      this.push(this.doc.createElement('br'));
+      return i + 1;
+    }
+    return -1;
+  }
+
+  /** A code span at `i` (a run of backticks; unclosed, the run is text). */
+  private codeSpan(i: number): number {
+    const s = this.s;
+    const n = s.length;
+    let j = i;
+    while (j < n && s[j] === '`') j++;
+    const run = s.slice(i, j);
+    const key = 'code' + run.length;
+    let end = -1;
+    if (!this.noCloser.has(key)) {
+      let k = j;
+      for (;;) {
+        k = s.indexOf(run, k);
+        if (k < 0) break;
+        let e = k;
+        while (e < n && s[e] === '`') e++;
+        if (e - k === run.length) {
+          end = k;
+          break;
+        }
+        k = e;
+      }
+      if (end < 0) this.noCloser.add(key);
+    }
+    if (end < 0) {
+      this.text += run;
+      return j;
+    }
+    let body = s.slice(j, end).replace(/\n/g, ' ');
+    if (body.length > 2 && body.startsWith(' ') && body.endsWith(' ') && body.trim()) body = body.slice(1, -1);
+    const code = this.doc.createElement('code');
+    code.append(this.doc.createTextNode(body));
+    this.push(code);
+    return end + run.length;
+  }
+
+  /** An image (never loaded: a link to it, or its label) or a link at `i`. */
+  private linkOrImage(i: number): number {
+    const c = this.s[i];
+    const img = c === '!';
+    const parsed = this.linkAt(img ? i + 1 : i);
+    if (!parsed) {
+      this.text += c;
+      return i + 1;
+    }
+    const href = safeHref(parsed.url);
+    if (img) {
+      const label = parsed.label.trim() || parsed.url;
+      if (href && !this.inLink) this.push(link(this.doc, href, label));
+      else this.text += label;
+    } else if (href && !this.inLink) {
+      this.push(link(this.doc, href, this.sub(parsed.label, true)));
+    } else {
+      for (const node of this.sub(parsed.label)) this.push(node);
+    }
+    return parsed.end;
+  }
+
+  /** A `<https://…>` autolink at `i`; -1 when there is none. */
+  private autolink(i: number): number {
+    const m = /^<(https?:\/\/[^\s<>]+)>/i.exec(this.s.slice(i, i + 2048));
+    if (!m) return -1;
+    const href = safeHref(m[1]);
+    if (href && !this.inLink) this.push(link(this.doc, href, m[1]));
+    else this.text += m[1];
+    return i + m[0].length;
+  }
+
+  /** A bare http(s) URL at `i`; -1 when there is none. */
+  private bareUrl(i: number): number {
+    const m = /^https?:\/\/[^\s<>"']+/i.exec(this.s.slice(i, i + 2048));
+    if (!m) return -1;
+    let url = m[0];
+    // Trailing punctuation belongs to the sentence, and a `)` only if unbalanced.
+    for (;;) {
+      const last = url[url.length - 1];
+      if ('.,;:!?*_'.includes(last)) url = url.slice(0, -1);
+      else if (last === ')' && (url.match(/\(/g)?.length ?? 0) < (url.match(/\)/g)?.length ?? 0)) url = url.slice(0, -1);
+      else break;
+    }
+    const href = safeHref(url);
+    if (!href) return -1;
+    this.push(link(this.doc, href, url));
+    return i + url.length;
+  }
+
+  /** Emphasis at `i` (a run of `*` or `_`): strong + em, strong or em; unclosed, the run is text. */
+  private emphasis(i: number): number {
+    const s = this.s;
+    const c = s[i];
+    let j = i;
+    while (j < s.length && s[j] === c) j++;
+    const runLen = j - i;
+    const intraword = c === '*';
+    const leftOk = intraword || !isAlnum(s[i - 1]);
+    if (leftOk && !isSpace(s[j])) {
+      // The longest run that closes wins: *** (strong em), then ** (strong), then * (em).
+      for (const [len, tags] of EMPHASIS) {
+        if (runLen < len || (len === 1 && runLen !== 1)) continue;
+        const e = this.closer(c.repeat(len), i + len, intraword);
+        if (e > i + len) {
+          const outer = this.doc.createElement(tags[0]);
+          let inner: HTMLElement = outer;
+          for (const t of tags.slice(1)) {
+            const el = this.doc.createElement(t);
+            inner.append(el);
+            inner = el;
+          }
+          inner.append(...this.sub(s.slice(i + len, e)));
+          this.push(outer);
+          return e + len;
+        }
+      }
+    }
+    this.text += s.slice(i, j);
+    return j;
   }
 
   /** `[label](url "title")` starting at `start` (the `[`). */

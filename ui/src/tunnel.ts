@@ -103,6 +103,24 @@ const KINDS: { id: TunnelKind; label: string; hint: string }[] = [
   { id: 'external', label: 'External URL', hint: 'a tunnel you run (Tailscale, Cloudflare, ssh -R, a reverse proxy)' },
 ];
 
+const fieldInput = (id: string, attrs: Record<string, string>) =>
+  h('input', { class: 'field-input', id, autocomplete: 'off', spellcheck: 'false', 'aria-describedby': `${id}-hint ${id}-error`, ...attrs });
+
+/** A labelled row whose field is a column (input, hint, error). */
+const settingRow = (label: string, forId: string | null, ...field: (HTMLElement | null)[]) =>
+  h(
+    'div',
+    { class: 'setting-row setting-row-top' },
+    forId ? h('label', { class: 'setting-label', for: forId }, label) : h('div', { class: 'setting-label' }, label),
+    h('div', { class: 'setting-field setting-field-col' }, ...field),
+  );
+
+const fieldHint = (id: string, ...text: (string | HTMLElement)[]) => h('div', { class: 'setting-note', id }, ...text);
+
+/** A row of what the tunnel reports. */
+const infoRow = (label: string, value: HTMLElement, ...extra: HTMLElement[]) =>
+  h('div', { class: 'setting-row' }, h('div', { class: 'setting-label' }, label), h('div', { class: 'setting-field' }, value, ...extra));
+
 export class TunnelSettings {
   readonly card: HTMLElement;
   private t: Tunnel | null = null;
@@ -110,45 +128,63 @@ export class TunnelSettings {
   private stateText = h('p', { class: 'assistant-detail', id: 'tunnel-state-text' });
   private checked = h('p', { class: 'setting-note assistant-checked', id: 'tunnel-checked' });
   private kindInputs = new Map<TunnelKind, HTMLInputElement>();
-  private authtoken: HTMLInputElement;
+  private authtoken = fieldInput('tunnel-authtoken', { type: 'password', name: 'authtoken', autocomplete: 'new-password' });
   private tokenState = h('span', { class: 'chip chip-muted', id: 'tunnel-authtoken-state' }, 'not set');
-  private forgetBtn: HTMLButtonElement;
-  private domain: HTMLInputElement;
-  private url: HTMLInputElement;
-  private verify: HTMLInputElement;
+  private forgetBtn = h('button', { class: 'btn btn-small', type: 'button', id: 'tunnel-authtoken-forget' }, 'Delete saved token');
+  private domain = fieldInput('tunnel-domain', { type: 'text', name: 'domain', placeholder: 'desk.example.app (optional)' });
+  private url = fieldInput('tunnel-url', { type: 'url', name: 'url', placeholder: 'https://desk.example.net' });
+  private verify = h('input', { type: 'checkbox', id: 'tunnel-verify', name: 'verify', 'aria-describedby': 'tunnel-verify-error' });
   private ngrokFields: HTMLElement;
   private externalFields: HTMLElement;
   private errors = new Map<Field, HTMLElement>();
-  private startBtn: HTMLButtonElement;
-  private checkBtn: HTMLButtonElement;
-  private stopBtn: HTMLButtonElement;
+  private startBtn = h('button', { class: 'btn btn-primary', type: 'submit', id: 'tunnel-start' }, 'Start');
+  private checkBtn = h('button', { class: 'btn', type: 'button', id: 'tunnel-check' }, 'Check');
+  private stopBtn = h('button', { class: 'btn btn-danger', type: 'button', id: 'tunnel-stop' }, 'Stop');
   private result = h('div', { class: 'setting-status assistant-result', id: 'tunnel-result', role: 'status', 'aria-live': 'polite' });
   private infoPublic = h('code', { class: 'setting-value', id: 'tunnel-public-url' });
   private infoCallback = h('code', { class: 'setting-value', id: 'tunnel-callback-url' });
   private infoAllow = h('code', { class: 'setting-value', id: 'tunnel-allow' });
-  private allowCopy: HTMLButtonElement;
+  private allowCopy = this.copyBtn('the line the assistant must allow', 'tunnel-allow-copy', () => this.t?.assistant_allow?.line ?? '');
   private dirty = new Set<Field>();
   private busy = false;
 
   constructor(private actions: TunnelActions) {
-    const err = (f: Field) => {
-      const el = h('div', { class: 'field-error', id: `tunnel-${f}-error`, hidden: true });
-      this.errors.set(f, el);
-      return el;
-    };
-    const input = (id: string, attrs: Record<string, string>) =>
-      h('input', { class: 'field-input', id, autocomplete: 'off', spellcheck: 'false', 'aria-describedby': `${id}-hint ${id}-error`, ...attrs });
-
-    this.authtoken = input('tunnel-authtoken', { type: 'password', name: 'authtoken', autocomplete: 'new-password' });
     this.authtoken.setAttribute('aria-describedby', 'tunnel-authtoken-state tunnel-authtoken-hint tunnel-authtoken-error');
-    this.domain = input('tunnel-domain', { type: 'text', name: 'domain', placeholder: 'desk.example.app (optional)' });
-    this.url = input('tunnel-url', { type: 'url', name: 'url', placeholder: 'https://desk.example.net' });
-    this.verify = h('input', { type: 'checkbox', id: 'tunnel-verify', name: 'verify', 'aria-describedby': 'tunnel-verify-error' });
+    this.wire();
+    this.ngrokFields = this.buildNgrokFields();
+    this.externalFields = this.buildExternalFields();
+    this.card = h(
+      'fieldset',
+      { class: 'card', id: 'settings-tunnel', tabindex: '-1' },
+      h('legend', null, 'Tunnel (assistant on another machine)'),
+      h('div', { class: 'assistant-status', 'aria-live': 'polite' }, this.statusChip, this.stateText),
+      this.checked,
+      this.buildForm(),
+      this.buildInfo(),
+    );
+    this.render(null);
+  }
+
+  /** The error line of field `f` (one per field, shown by `showErrors`). */
+  private err(f: Field): HTMLElement {
+    const el = h('div', { class: 'field-error', id: `tunnel-${f}-error`, hidden: true });
+    this.errors.set(f, el);
+    return el;
+  }
+
+  /** The inputs mark themselves edited; the buttons act. */
+  private wire(): void {
     this.authtoken.addEventListener('input', () => this.touch('authtoken'));
     this.domain.addEventListener('input', () => this.touch('domain'));
     this.url.addEventListener('input', () => this.touch('url'));
     this.verify.addEventListener('change', () => this.touch('verify'));
+    this.forgetBtn.addEventListener('click', () => void this.run('DELETE', '/api/tunnel/authtoken', undefined, 'Deleting the saved authtoken…', 'Saved authtoken deleted.'));
+    this.checkBtn.addEventListener('click', () => void this.run('POST', '/api/tunnel/check', undefined, 'Checking the tunnel…', 'Checked again: the state above is the answer.'));
+    this.stopBtn.addEventListener('click', () => void this.run('DELETE', '/api/tunnel', undefined, 'Stopping the tunnel…', 'Stopped.'));
+  }
 
+  /** The kind's radio buttons. */
+  private buildKinds(): HTMLElement {
     const kindGroup = h('div', { class: 'mode-options' });
     for (const k of KINDS) {
       const radio = h('input', { type: 'radio', name: 'tunnel-kind', value: k.id, id: `tunnel-kind-${k.id}` });
@@ -161,67 +197,52 @@ export class TunnelSettings {
         h('label', { class: 'mode-option', for: `tunnel-kind-${k.id}` }, radio, h('span', { class: 'mode-name' }, k.label), h('span', { class: 'mode-hint' }, k.hint)),
       );
     }
+    return kindGroup;
+  }
 
-    this.forgetBtn = h('button', { class: 'btn btn-small', type: 'button', id: 'tunnel-authtoken-forget' }, 'Delete saved token');
-    this.forgetBtn.addEventListener('click', () => void this.run('DELETE', '/api/tunnel/authtoken', undefined, 'Deleting the saved authtoken…', 'Saved authtoken deleted.'));
-
-    const row = (label: string, forId: string | null, ...field: (HTMLElement | null)[]) =>
-      h(
-        'div',
-        { class: 'setting-row setting-row-top' },
-        forId ? h('label', { class: 'setting-label', for: forId }, label) : h('div', { class: 'setting-label' }, label),
-        h('div', { class: 'setting-field setting-field-col' }, ...field),
-      );
-    const hint = (id: string, ...text: (string | HTMLElement)[]) => h('div', { class: 'setting-note', id }, ...text);
-
-    this.ngrokFields = h(
+  private buildNgrokFields(): HTMLElement {
+    return h(
       'div',
       { id: 'tunnel-ngrok-fields' },
-      row(
+      settingRow(
         'Authtoken',
         'tunnel-authtoken',
         h('div', { class: 'inline-field' }, this.authtoken, this.tokenState, this.forgetBtn),
-        hint('tunnel-authtoken-hint', 'ngrok dashboard → Your Authtoken. Write-only: saved on this computer (mode 0600), never shown again.'),
-        err('authtoken'),
+        fieldHint('tunnel-authtoken-hint', 'ngrok dashboard → Your Authtoken. Write-only: saved on this computer (mode 0600), never shown again.'),
+        this.err('authtoken'),
       ),
-      row(
+      settingRow(
         'Domain',
         'tunnel-domain',
         this.domain,
-        hint('tunnel-domain-hint', 'Optional: a domain reserved in the ngrok dashboard, so the URL (and the assistant’s allowlist) stays the same across restarts.'),
-        err('domain'),
+        fieldHint('tunnel-domain-hint', 'Optional: a domain reserved in the ngrok dashboard, so the URL (and the assistant’s allowlist) stays the same across restarts.'),
+        this.err('domain'),
       ),
     );
-    this.externalFields = h(
+  }
+
+  private buildExternalFields(): HTMLElement {
+    return h(
       'div',
       { id: 'tunnel-external-fields' },
-      row(
+      settingRow(
         'Public origin',
         'tunnel-url',
         this.url,
-        hint('tunnel-url-hint', 'scheme://host[:port], no path; it must forward to ', h('code', { id: 'tunnel-local-url' }), '.'),
-        err('url'),
+        fieldHint('tunnel-url-hint', 'scheme://host[:port], no path; it must forward to ', h('code', { id: 'tunnel-local-url' }), '.'),
+        this.err('url'),
       ),
-      row(
+      settingRow(
         'Verify',
         null,
-        h(
-          'label',
-          { class: 'mode-option', for: 'tunnel-verify' },
-          this.verify,
-          h('span', null, 'Check it with a signed probe through the URL'),
-        ),
-        hint('tunnel-verify-hint', 'Turn off for a URL only the assistant’s host can reach (an ssh -R to its loopback): it is then advertised unchecked.'),
-        err('verify'),
+        h('label', { class: 'mode-option', for: 'tunnel-verify' }, this.verify, h('span', null, 'Check it with a signed probe through the URL')),
+        fieldHint('tunnel-verify-hint', 'Turn off for a URL only the assistant’s host can reach (an ssh -R to its loopback): it is then advertised unchecked.'),
+        this.err('verify'),
       ),
     );
+  }
 
-    this.startBtn = h('button', { class: 'btn btn-primary', type: 'submit', id: 'tunnel-start' }, 'Start');
-    this.checkBtn = h('button', { class: 'btn', type: 'button', id: 'tunnel-check' }, 'Check');
-    this.stopBtn = h('button', { class: 'btn btn-danger', type: 'button', id: 'tunnel-stop' }, 'Stop');
-    this.checkBtn.addEventListener('click', () => void this.run('POST', '/api/tunnel/check', undefined, 'Checking the tunnel…', 'Checked again: the state above is the answer.'));
-    this.stopBtn.addEventListener('click', () => void this.run('DELETE', '/api/tunnel', undefined, 'Stopping the tunnel…', 'Stopped.'));
-
+  private buildForm(): HTMLElement {
     const form = h(
       'form',
       { class: 'assistant-form', id: 'tunnel-form', novalidate: true, 'aria-label': 'Tunnel settings' },
@@ -232,8 +253,8 @@ export class TunnelSettings {
         h(
           'div',
           { class: 'setting-field setting-field-col' },
-          h('div', { role: 'radiogroup', 'aria-labelledby': 'tunnel-kind-label', 'aria-describedby': 'tunnel-kind-error' }, kindGroup),
-          err('kind'),
+          h('div', { role: 'radiogroup', 'aria-labelledby': 'tunnel-kind-label', 'aria-describedby': 'tunnel-kind-error' }, this.buildKinds()),
+          this.err('kind'),
         ),
       ),
       this.ngrokFields,
@@ -245,58 +266,51 @@ export class TunnelSettings {
       e.preventDefault();
       void this.start();
     });
+    return form;
+  }
 
-    const copyBtn = (label: string, id: string, get: () => string) => {
-      const btn = h('button', { class: 'btn btn-small', type: 'button', id, 'aria-label': `Copy ${label}` }, 'Copy');
-      btn.addEventListener('click', async () => {
-        const ok = await copyText(get());
-        btn.textContent = ok ? 'Copied' : 'Copy failed';
-        setTimeout(() => (btn.textContent = 'Copy'), 1500);
-      });
-      return btn;
-    };
-    this.allowCopy = copyBtn('the line the assistant must allow', 'tunnel-allow-copy', () => this.t?.assistant_allow?.line ?? '');
+  /** A button that copies `get()` and says whether it could. */
+  private copyBtn(label: string, id: string, get: () => string): HTMLButtonElement {
+    const btn = h('button', { class: 'btn btn-small', type: 'button', id, 'aria-label': `Copy ${label}` }, 'Copy');
+    btn.addEventListener('click', async () => {
+      const ok = await copyText(get());
+      btn.textContent = ok ? 'Copied' : 'Copy failed';
+      setTimeout(() => (btn.textContent = 'Copy'), 1500);
+    });
+    return btn;
+  }
+
+  /** What the tunnel reports: its URLs, the line the assistant must allow, the way out of a leak. */
+  private buildInfo(): HTMLElement {
     const rotateLink = h('button', { class: 'btn-link', type: 'button', id: 'tunnel-rotate' }, 'Rotate callback token…');
     rotateLink.addEventListener('click', () => this.actions.rotateToken());
-
-    const info = (label: string, value: HTMLElement, ...extra: HTMLElement[]) =>
-      h('div', { class: 'setting-row' }, h('div', { class: 'setting-label' }, label), h('div', { class: 'setting-field' }, value, ...extra));
-    this.card = h(
-      'fieldset',
-      { class: 'card', id: 'settings-tunnel', tabindex: '-1' },
-      h('legend', null, 'Tunnel (assistant on another machine)'),
-      h('div', { class: 'assistant-status', 'aria-live': 'polite' }, this.statusChip, this.stateText),
-      this.checked,
-      form,
+    return h(
+      'div',
+      { class: 'assistant-info', 'aria-label': 'What the tunnel reports', role: 'group' },
+      infoRow('Public URL', this.infoPublic),
+      infoRow('Callback URL', this.infoCallback, this.copyBtn('the advertised callback URL', 'tunnel-callback-copy', () => this.t?.callback_url ?? '')),
       h(
         'div',
-        { class: 'assistant-info', 'aria-label': 'What the tunnel reports', role: 'group' },
-        info('Public URL', this.infoPublic),
-        info('Callback URL', this.infoCallback, copyBtn('the advertised callback URL', 'tunnel-callback-copy', () => this.t?.callback_url ?? '')),
+        { class: 'setting-row setting-row-top' },
+        h('div', { class: 'setting-label' }, 'Assistant must allow'),
         h(
           'div',
-          { class: 'setting-row setting-row-top' },
-          h('div', { class: 'setting-label' }, 'Assistant must allow'),
+          { class: 'setting-field setting-field-col' },
+          h('div', { class: 'inline-field' }, this.infoAllow, this.allowCopy),
           h(
             'div',
-            { class: 'setting-field setting-field-col' },
-            h('div', { class: 'inline-field' }, this.infoAllow, this.allowCopy),
-            h(
-              'div',
-              { class: 'setting-note', id: 'tunnel-allow-hint' },
-              'Hermes adapter: add this line to $HERMES_HOME/.env on the assistant host; OpenClaw: to the gateway process’ environment. Then restart the assistant.',
-            ),
+            { class: 'setting-note', id: 'tunnel-allow-hint' },
+            'Hermes adapter: add this line to $HERMES_HOME/.env on the assistant host; OpenClaw: to the gateway process’ environment. Then restart the assistant.',
           ),
         ),
-        h(
-          'div',
-          { class: 'setting-row' },
-          h('div', { class: 'setting-label' }, 'URL leaked?'),
-          h('div', { class: 'setting-field' }, h('span', { class: 'setting-note' }, 'The callback token is the only door.'), rotateLink),
-        ),
+      ),
+      h(
+        'div',
+        { class: 'setting-row' },
+        h('div', { class: 'setting-label' }, 'URL leaked?'),
+        h('div', { class: 'setting-field' }, h('span', { class: 'setting-note' }, 'The callback token is the only door.'), rotateLink),
       ),
     );
-    this.render(null);
   }
 
   /** Shows the tunnel as the store has it; fills the inputs the user is not editing. */
