@@ -153,13 +153,7 @@ mod tests {
     use stagewhisper_core::audio::{AudioError, EngineStatus};
 
     fn update(v: serde_json::Value) -> Result<AudioUpdate, AudioError> {
-        let u: AudioUpdate = stagewhisper_core::answers::from_value(v).map_err(|e| AudioError {
-            status: 400,
-            code: e.code,
-            message: e.message,
-        })?;
-        u.check()?;
-        Ok(u)
+        AudioUpdate::from_json(v)
     }
 
     #[test]

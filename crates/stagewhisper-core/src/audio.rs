@@ -279,6 +279,18 @@ impl std::fmt::Debug for EngineUpdate {
 }
 
 impl AudioUpdate {
+    /// An update from its JSON as `PUT /api/audio` takes it, read and [checked](Self::check):
+    /// the first refusal, with the route's code (`400`).
+    pub fn from_json(v: serde_json::Value) -> Result<AudioUpdate, AudioError> {
+        let u: AudioUpdate = crate::answers::from_value(v).map_err(|e| AudioError {
+            status: 400,
+            code: e.code,
+            message: e.message,
+        })?;
+        u.check()?;
+        Ok(u)
+    }
+
     /// Checks everything that does not need the sound server: labels, the engine's URL and
     /// model. (Whether a named source exists is the pipeline's to check: `unknown_source`.)
     pub fn check(&self) -> Result<(), AudioError> {
@@ -623,13 +635,7 @@ mod tests {
     use serde_json::json;
 
     fn update(v: serde_json::Value) -> Result<AudioUpdate, AudioError> {
-        let u: AudioUpdate = crate::answers::from_value(v).map_err(|e| AudioError {
-            status: 400,
-            code: e.code,
-            message: e.message,
-        })?;
-        u.check()?;
-        Ok(u)
+        AudioUpdate::from_json(v)
     }
 
     #[test]

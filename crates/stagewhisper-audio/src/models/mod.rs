@@ -113,6 +113,24 @@ pub fn disk_full(message: impl Into<String>) -> ModelError {
     ModelError::new(507, "disk_full", message)
 }
 
+/// A refusal of what the person asked (`400` with `code`).
+pub fn bad(code: &'static str, message: impl Into<String>) -> ModelError {
+    ModelError::new(400, code, message)
+}
+
+/// The file a person asks to import: what it is, or `400 file_not_found`.
+pub fn import_source(path: &Path) -> Result<std::fs::Metadata, ModelError> {
+    std::fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .ok_or_else(|| {
+            bad(
+                "file_not_found",
+                format!("there is no file {}", path.display()),
+            )
+        })
+}
+
 /// `12.3 MiB`.
 pub fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))

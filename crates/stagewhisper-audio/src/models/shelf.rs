@@ -3,7 +3,10 @@
 //! work: callers on the async runtime run it with `spawn_blocking`.
 
 use super::ggml::Header;
-use super::{check_space, disk_full, file_name, valid_name, Catalog, CatalogEntry, ModelError};
+use super::{
+    bad, check_space, disk_full, file_name, import_source, valid_name, Catalog, CatalogEntry,
+    ModelError,
+};
 use sha2::{Digest, Sha256};
 use stagewhisper_core::models::{state, DownloadView, ModelView, ModelsView};
 use std::collections::{BTreeMap, HashMap};
@@ -166,10 +169,6 @@ pub fn derive_name(path: &Path) -> String {
     }
 }
 
-fn bad(code: &'static str, message: impl Into<String>) -> ModelError {
-    ModelError::new(400, code, message)
-}
-
 /// Checks `path` is a whisper.cpp model and copies it into `dir` as `ggml-<name>.bin` (through a
 /// part file renamed into place). A catalogue name is taken only by the catalogue's very file.
 pub fn import(
@@ -178,15 +177,7 @@ pub fn import(
     path: &Path,
     name: Option<&str>,
 ) -> Result<ModelView, ModelError> {
-    let meta = std::fs::metadata(path)
-        .ok()
-        .filter(|m| m.is_file())
-        .ok_or_else(|| {
-            bad(
-                "file_not_found",
-                format!("there is no file {}", path.display()),
-            )
-        })?;
+    let meta = import_source(path)?;
     Header::read(path).map_err(|why| {
         bad(
             "invalid_model_file",

@@ -16,7 +16,7 @@
 //! pinned one (a mirror, an offline install, a test's loopback server).
 
 use super::download::part_path;
-use super::{Catalog, CatalogEntry, ModelError};
+use super::{bad, import_source, Catalog, CatalogEntry, ModelError};
 use stagewhisper_core::models::{state, DownloadView, ModelView};
 use std::collections::HashMap;
 use std::io::Read;
@@ -101,23 +101,11 @@ pub fn view(
     }
 }
 
-fn bad(code: &'static str, message: String) -> ModelError {
-    ModelError::new(400, code, message)
-}
-
 /// Imports a speaker model file the person has (an ONNX file): copied beside the target and
 /// renamed into place. Whether it runs is known once it is loaded (`GET /api/audio`'s
 /// `speakers.detail` says why not).
 pub fn import(models_dir: &Path, catalog: &Catalog, path: &Path) -> Result<ModelView, ModelError> {
-    let meta = std::fs::metadata(path)
-        .ok()
-        .filter(|m| m.is_file())
-        .ok_or_else(|| {
-            bad(
-                "file_not_found",
-                format!("there is no file {}", path.display()),
-            )
-        })?;
+    let meta = import_source(path)?;
     let not_onnx = || {
         bad(
             "invalid_model_file",
