@@ -7,7 +7,7 @@ use super::filter::{self, Evidence};
 use crate::engine::EngineError;
 use crate::pcm::RATE;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use whisper_rs::{FullParams, SamplingStrategy, WhisperContext, WhisperState};
 
 /// Encoder positions per second of audio (Whisper's encoder: 100 mel frames a second,
@@ -45,11 +45,54 @@ pub struct Decoded {
     pub evidence: Evidence,
 }
 
-/// A loaded model and the decoding states kept between decodes (one per decode running).
+/// Most decoding states a model has at once. Each holds whisper.cpp's buffers (its KV caches and
+/// compute buffers, sized for the model's full context), so they bound the memory: two is one
+/// final decode per channel. A partial decode that finds no state free is skipped (the next one
+/// comes within a second); a final decode waits for one (its own partial, aborted, gives its
+/// state back at once).
+pub const MAX_STATES: usize = 2;
+
+/// The decoding states: the idle ones, and how many exist.
+#[derive(Default)]
+struct Pool {
+    idle: Vec<WhisperState>,
+    made: usize,
+}
+
+/// A loaded model and its decoding states, kept between decodes (at most [`MAX_STATES`]).
 pub struct Model {
     pub ctx: WhisperContext,
     pub multilingual: bool,
-    states: Mutex<Vec<WhisperState>>,
+    pool: Mutex<Pool>,
+    freed: Condvar,
+}
+
+/// A state lent to one decode: back to the model's pool when dropped (on a panic too).
+struct Lent<'a> {
+    model: &'a Model,
+    state: Option<WhisperState>,
+}
+
+impl std::ops::Deref for Lent<'_> {
+    type Target = WhisperState;
+    fn deref(&self) -> &WhisperState {
+        self.state.as_ref().expect("lent until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Lent<'_> {
+    fn deref_mut(&mut self) -> &mut WhisperState {
+        self.state.as_mut().expect("lent until dropped")
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.state.take() {
+            self.model.pool().idle.push(s);
+            self.model.freed.notify_one();
+        }
+    }
 }
 
 impl Model {
@@ -57,24 +100,48 @@ impl Model {
         Model {
             multilingual: ctx.is_multilingual(),
             ctx,
-            states: Mutex::new(Vec::new()),
+            pool: Mutex::new(Pool::default()),
+            freed: Condvar::new(),
         }
     }
 
-    fn take_state(&self) -> Result<WhisperState, EngineError> {
-        if let Some(s) = self.states.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-            return Ok(s);
-        }
-        self.ctx.create_state().map_err(|e| {
-            EngineError::unavailable(format!("Whisper cannot allocate a decoder: {e}"))
-        })
+    fn pool(&self) -> std::sync::MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn give_back(&self, s: WhisperState) {
-        let mut st = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        // One per channel and one for partials is what a call needs.
-        if st.len() < 3 {
-            st.push(s);
+    /// A state for one decode: an idle one, a new one while fewer than [`MAX_STATES`] exist,
+    /// else (`wait`) the next one given back; `None` when none is free and `wait` is false.
+    fn take_state(&self, wait: bool) -> Result<Option<Lent<'_>>, EngineError> {
+        let mut pool = self.pool();
+        loop {
+            if let Some(s) = pool.idle.pop() {
+                return Ok(Some(self.lend(s)));
+            }
+            if pool.made < MAX_STATES {
+                pool.made += 1;
+                drop(pool);
+                return match self.ctx.create_state() {
+                    Ok(s) => Ok(Some(self.lend(s))),
+                    Err(e) => {
+                        self.pool().made -= 1;
+                        self.freed.notify_one();
+                        Err(EngineError::unavailable(format!(
+                            "Whisper cannot allocate a decoder: {e}"
+                        )))
+                    }
+                };
+            }
+            if !wait {
+                return Ok(None);
+            }
+            pool = self.freed.wait(pool).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn lend(&self, s: WhisperState) -> Lent<'_> {
+        Lent {
+            model: self,
+            state: Some(s),
         }
     }
 }
@@ -87,7 +154,8 @@ pub fn audio_ctx_for(samples: usize, min: i32, full: i32) -> i32 {
 }
 
 /// Decodes `samples` (16 kHz mono). `abort`: set to give up (a partial no longer wanted):
-/// the answer is then `Ok(None)`.
+/// the answer is then `Ok(None)`, as it is for a partial (`abort` given) that finds every
+/// decoding state busy. A final (no `abort`) waits for a state.
 pub fn decode(
     model: &Model,
     opts: &DecodeOptions,
@@ -104,7 +172,9 @@ pub fn decode(
     } else {
         Some("en")
     };
-    let mut state = model.take_state()?;
+    let Some(mut state) = model.take_state(abort.is_none())? else {
+        return Ok(None);
+    };
     let result = (|| {
         let Some(mut out) = run(model, &mut state, opts, &audio, ctx_len, forced, &abort)? else {
             return Ok(None);
@@ -132,7 +202,7 @@ pub fn decode(
         }
         Ok(Some(out))
     })();
-    model.give_back(state);
+    drop(state);
     result
 }
 
@@ -309,5 +379,71 @@ mod tests {
         assert_eq!(audio_ctx_for(RATE as usize * 20, 512, 1500), 1032);
         assert_eq!(audio_ctx_for(RATE as usize * 40, 256, 1500), 1500);
         assert_eq!(audio_ctx_for(RATE as usize, 2000, 1500), 1500);
+    }
+
+    /// Whisper tiny.en from `tests/whisper/install.sh` (`SW_WHISPER_MODELS`), loaded; `None`
+    /// (a skip, or a failure with `SW_AUDIO_REQUIRE=1`) when it is not installed.
+    fn tiny_en() -> Option<Model> {
+        let dir = std::env::var_os("SW_WHISPER_MODELS")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| {
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.peers/whisper/models")
+            });
+        let file = dir.join("ggml-tiny.en-q8_0.bin");
+        if !file.is_file() {
+            assert!(
+                std::env::var("SW_AUDIO_REQUIRE").as_deref() != Ok("1"),
+                "the Whisper test models are not installed ({}; run tests/whisper/install.sh)",
+                dir.display()
+            );
+            eprintln!("skipped: no {}", file.display());
+            return None;
+        }
+        let mut params = whisper_rs::WhisperContextParameters::default();
+        params.use_gpu(false);
+        Some(Model::new(
+            WhisperContext::new_with_params(&file, params).expect("tiny.en loads"),
+        ))
+    }
+
+    #[test]
+    fn decoding_states_are_bounded_a_partial_skips_and_a_final_waits_for_one() {
+        let Some(model) = tiny_en() else { return };
+        let model = Arc::new(model);
+        let held: Vec<_> = (0..MAX_STATES)
+            .map(|_| {
+                model
+                    .take_state(false)
+                    .unwrap()
+                    .expect("a state while fewer exist")
+            })
+            .collect();
+        // Every state busy: a partial's request gets none, and so does a whole partial decode.
+        assert!(model.take_state(false).unwrap().is_none());
+        let opts = DecodeOptions {
+            threads: 1,
+            language: None,
+            min_audio_ctx: 512,
+        };
+        let silence = vec![0i16; RATE as usize];
+        let flag = Some(Arc::new(AtomicBool::new(false)));
+        assert!(decode(&model, &opts, &silence, flag).unwrap().is_none());
+        // A final waits until a state is given back, then runs on it (no third state is made).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let m = model.clone();
+        let waiter = std::thread::spawn(move || {
+            let s = m.take_state(true).unwrap().is_some();
+            tx.send(s).unwrap();
+        });
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(300))
+                .is_err(),
+            "a final must wait while every state is busy"
+        );
+        drop(held);
+        assert!(rx.recv().unwrap());
+        waiter.join().unwrap();
+        assert_eq!(model.pool().made, MAX_STATES);
+        assert_eq!(model.pool().idle.len(), MAX_STATES);
     }
 }
