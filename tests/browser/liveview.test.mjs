@@ -14,6 +14,8 @@
 //    whole and inside the viewport; a transcript row for the waiting turn; Listen / Stop listening.
 // 5. "Summarise this call": one short line in the chat, the transcript folded away, and no
 //    search hit.
+// 6. "Keep this call's audio": one switch under the composer while the call runs (off by
+//    default), the app's setting for that call follows it; the review says what was kept.
 //
 // The assistant's answers are callbacks posted as an assistant would post them (no assistant
 // process runs here). Screenshots: tests/artifacts/live-*.png.
@@ -177,6 +179,49 @@ describe('the live call as one view', { skip: reason ?? false }, () => {
       for (const p of popups) await p.close().catch(() => {});
     });
   }
+
+  it("a running call's audio is kept with one switch under the composer; the review shows what was kept", async () => {
+    await endLiveCalls(ready);
+    const browser = await launchBrowser({ viewport: { width: 1280, height: HEIGHT } });
+    browsers.push(browser);
+    const page = await openUi(browser.context, ready);
+    page.on('pageerror', (e) => pageErrors.push(String(e)));
+    const sid = await startCall(page, 'Keep the audio of this one');
+    const box = page.locator('#call-keep-audio');
+    await box.waitFor({ timeout: 10_000 });
+    // Off by default (Settings → Audio's default is off), said next to the switch.
+    assert.equal(await box.isChecked(), false);
+    assert.match(await page.locator('#call-again-note').innerText(), /Not kept/);
+    assert.ok(await inViewport(box), 'the switch is in view');
+    assert.ok(await inViewport(page.locator('#live-input')), 'the composer stays in view');
+    const [composer, sw] = [await page.locator('#live-input').boundingBox(), await box.boundingBox()];
+    assert.ok(sw.y > composer.y, `the switch is under the composer: ${JSON.stringify([composer, sw])}`);
+
+    // On: this call keeps its audio (the app says so), and the line says what is kept so far.
+    await box.check();
+    await page.waitForFunction(() => /Kept so far: 0 bytes \(0 turns\)/.test(document.querySelector('#call-again-note')?.textContent ?? ''), null, { timeout: 10_000 });
+    let rec = await api(ready, 'GET', `/api/calls/${sid}/recording`);
+    assert.equal(rec.status, 200);
+    assert.equal(rec.json.keep, true);
+    await page.screenshot({ path: shot('keep-audio') });
+    // Off again, then on: the switch and the app agree each time.
+    await box.uncheck();
+    await page.waitForFunction(() => /Not kept/.test(document.querySelector('#call-again-note')?.textContent ?? ''), null, { timeout: 10_000 });
+    assert.equal((await api(ready, 'GET', `/api/calls/${sid}/recording`)).json.keep, false);
+    await box.check();
+    await page.waitForFunction(() => /Kept so far/.test(document.querySelector('#call-again-note')?.textContent ?? ''), null, { timeout: 10_000 });
+
+    // After the call: its review says the audio is kept (nothing heard: 0 turns) and offers Delete.
+    await page.click('#end-call');
+    await page.click('#confirm-end-call');
+    await page.waitForSelector('.app[data-call-mode="review"]', { timeout: 10_000 });
+    await page.waitForFunction(() => /Kept on this computer/.test(document.querySelector('#call-again-note')?.textContent ?? ''), null, { timeout: 10_000 });
+    assert.equal(await page.locator('#call-keep-audio').count(), 0, 'no switch once the call ended');
+    await page.click('#call-again-delete');
+    await page.waitForFunction(() => /Not kept/.test(document.querySelector('#call-again-note')?.textContent ?? ''), null, { timeout: 10_000 });
+    rec = await api(ready, 'GET', `/api/calls/${sid}/recording`);
+    assert.equal(rec.json.keep, false);
+  });
 
   for (const width of WIDTHS) {
     it(`the overlay keeps the latest answer in view, across close and reopen, and says when the assistant is down (${width} px main window)`, async () => {

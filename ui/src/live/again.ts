@@ -1,8 +1,10 @@
-// The Call tab's review of an ended call: its kept audio ("keep the call's audio", its size on
-// disk, Delete) and "Transcribe again with <model>", which replaces the turns' text in place
-// from that audio (speakers and times kept; the assistant is told nothing new). The new texts
-// arrive as ordinary `transcript_updated` events; this card only shows the run's progress, read
-// from `GET /api/calls/{id}/recording` about once a second while it runs.
+// The call's audio in the Call tab. While the call runs: "Keep this call's audio", the switch
+// of this one call (`PUT /api/calls/{id}/recording {keep}`; the default is Settings → Audio),
+// with what is kept so far. Once it ended, its review: the kept audio (its size on disk,
+// Delete) and "Transcribe again with <model>", which replaces the turns' text in place from
+// that audio (speakers and times kept; the assistant is told nothing new). The new texts arrive
+// as ordinary `transcript_updated` events; this card only shows the run's progress, read from
+// `GET /api/calls/{id}/recording` about once a second while it runs.
 
 import { h } from '../dom';
 import { errorText } from '../errors';
@@ -51,19 +53,25 @@ export function runText(r: TranscribeRun): string {
   return `Transcribing again with ${r.model} failed, the turns are as they were: ${r.message ?? r.error ?? 'unknown error'}`;
 }
 
+/** How often a running call's kept size is read again while it keeps its audio. */
+const LIVE_REFRESH_MS = 5000;
+
 export class AgainCard {
   readonly el = h('section', { class: 'call-again', id: 'call-again', 'aria-label': "The call's audio", hidden: true });
   private callId: string | null = null;
+  private live = false;
   private timer: number | undefined;
   private note = h('p', { class: 'setting-note', id: 'call-again-note' });
   private status = h('p', { class: 'setting-note', id: 'call-again-status', role: 'status', 'aria-live': 'polite' });
 
   constructor(private api: Api) {}
 
-  /** Shows the card for an ended call (`null`: hides it). */
-  show(callId: string | null): void {
-    if (callId === this.callId) return;
+  /** Shows the card for a call, `live` while it runs (`null`: hides it). */
+  show(callId: string | null, live = false): void {
+    if (callId === this.callId && live === this.live) return;
     this.callId = callId;
+    this.live = live;
+    this.el.dataset.live = String(live);
     window.clearTimeout(this.timer);
     this.el.hidden = !callId;
     this.el.replaceChildren();
@@ -79,11 +87,46 @@ export class AgainCard {
       this.el.hidden = true;
       return;
     }
+    if (this.live) {
+      this.renderLive(id, rec.body);
+      // What is kept grows with each turn heard.
+      if (rec.body.keep) this.timer = window.setTimeout(() => void this.refresh(), LIVE_REFRESH_MS);
+      return;
+    }
     const models = rec.body.keep ? await this.api<{ models: ModelRow[] }>('GET', '/api/models') : null;
     if (id !== this.callId) return;
     const installed = (models?.status === 200 ? models.body.models : []).filter((m) => m.installed).map((m) => m.name);
     this.render(id, rec.body, installed);
     if (rec.body.transcribe?.state === 'running') this.timer = window.setTimeout(() => void this.refresh(), 1000);
+  }
+
+  /** The running call's switch and what it has kept so far. */
+  private renderLive(id: string, rec: Recording): void {
+    const box = h('input', { type: 'checkbox', id: 'call-keep-audio', 'aria-describedby': 'call-again-note' });
+    box.checked = rec.keep;
+    box.addEventListener('change', () => void this.setKeep(id, box));
+    this.note.textContent = rec.keep
+      ? `Kept so far: ${sizeText(rec.bytes)} (${rec.turns} turn${rec.turns === 1 ? '' : 's'}).`
+      : 'Not kept. Turning it on keeps what is heard from now on; turning it off deletes what was kept.';
+    this.el.replaceChildren(
+      h('label', { class: 'call-keep', for: 'call-keep-audio' }, box, h('span', null, "Keep this call's audio, to transcribe it again later with another model")),
+      this.note,
+      this.status,
+    );
+  }
+
+  private async setKeep(id: string, box: HTMLInputElement): Promise<void> {
+    box.disabled = true;
+    const res = await this.api<Recording>('PUT', `/api/calls/${encodeURIComponent(id)}/recording`, { keep: box.checked });
+    box.disabled = false;
+    if (res.status !== 200) {
+      box.checked = !box.checked;
+      this.status.textContent = `Could not change it: ${errorText(res)}`;
+      return;
+    }
+    this.status.textContent = '';
+    window.clearTimeout(this.timer);
+    void this.refresh();
   }
 
   private render(id: string, rec: Recording, models: string[]): void {

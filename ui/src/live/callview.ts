@@ -95,7 +95,7 @@ export class CallView {
     const messages = conv?.messages ?? [];
     if (mode === 'live') this.renderPinned(lastExchanges(messages, 1)[0] ?? null);
     if (mode === 'review' && s) this.renderSummary(s, messages);
-    this.again?.show(mode === 'review' && s ? s.session_id : null);
+    this.again?.show(mode !== 'none' && s ? s.session_id : null, mode === 'live');
   }
 
   focus(): void {
