@@ -303,7 +303,7 @@ export class ModelSettings {
 }
 
 /**
- * The first-run guide's offer: the recommended model (tiny.en) with one click. Hidden once it is
+ * The first-run guide's offer: the recommended model (tiny.en-q8_0 in the built-in catalogue) with one click. Hidden once it is
  * installed; the download's progress is in Settings → Audio → Model.
  */
 export class RecommendedModel {
