@@ -102,3 +102,14 @@ export async function copyText(text: string): Promise<boolean> {
     return ok;
   }
 }
+
+/** A small "Copy" button for `get()`'s text that says for a moment whether it could. */
+export function copyButton(label: string, get: () => string, id?: string): HTMLButtonElement {
+  const btn = h('button', { class: 'btn btn-small', type: 'button', id, 'aria-label': `Copy ${label}` }, 'Copy');
+  btn.addEventListener('click', async () => {
+    const ok = await copyText(get());
+    btn.textContent = ok ? 'Copied' : 'Copy failed';
+    setTimeout(() => (btn.textContent = 'Copy'), 1500);
+  });
+  return btn;
+}

@@ -5,7 +5,7 @@
 import { describeError } from './errors';
 import { AssistantSettings, type AssistantActions } from './assistant';
 import { AudioSettings, type AudioSettingsActions } from './audiosettings';
-import { copyText, h } from './dom';
+import { copyButton, h } from './dom';
 import type { ApiResponse } from './transport';
 import { TunnelSettings, type TunnelActions } from './tunnel';
 import type { Settings, Tunnel } from './types';
@@ -13,16 +13,6 @@ import type { Settings, Tunnel } from './types';
 export interface SettingsActions extends AssistantActions, AudioSettingsActions, Omit<TunnelActions, 'rotateToken'> {
   api<T>(method: string, path: string, body?: unknown): Promise<ApiResponse<T>>;
   errorText(res: ApiResponse<unknown>): string;
-}
-
-function copyButton(label: string, get: () => string): HTMLButtonElement {
-  const btn = h('button', { class: 'btn btn-small', type: 'button', 'aria-label': `Copy ${label}` }, 'Copy');
-  btn.addEventListener('click', async () => {
-    const ok = await copyText(get());
-    btn.textContent = ok ? 'Copied' : 'Copy failed';
-    setTimeout(() => (btn.textContent = 'Copy'), 1500);
-  });
-  return btn;
 }
 
 export class SettingsView {

@@ -8,7 +8,7 @@
 // from the store (`store.tunnel`, fed by the answers of `/api/tunnel…` and the app's polling).
 
 import { describeError, plainError } from './errors';
-import { clockTime, copyText, fullTime, h } from './dom';
+import { clockTime, copyButton, fullTime, h } from './dom';
 import type { ApiResponse } from './transport';
 import type { Tunnel, TunnelKind } from './types';
 
@@ -144,7 +144,7 @@ export class TunnelSettings {
   private infoPublic = h('code', { class: 'setting-value', id: 'tunnel-public-url' });
   private infoCallback = h('code', { class: 'setting-value', id: 'tunnel-callback-url' });
   private infoAllow = h('code', { class: 'setting-value', id: 'tunnel-allow' });
-  private allowCopy = this.copyBtn('the line the assistant must allow', 'tunnel-allow-copy', () => this.t?.assistant_allow?.line ?? '');
+  private allowCopy = copyButton('the line the assistant must allow', () => this.t?.assistant_allow?.line ?? '', 'tunnel-allow-copy');
   private dirty = new Set<Field>();
   private busy = false;
 
@@ -269,17 +269,6 @@ export class TunnelSettings {
     return form;
   }
 
-  /** A button that copies `get()` and says whether it could. */
-  private copyBtn(label: string, id: string, get: () => string): HTMLButtonElement {
-    const btn = h('button', { class: 'btn btn-small', type: 'button', id, 'aria-label': `Copy ${label}` }, 'Copy');
-    btn.addEventListener('click', async () => {
-      const ok = await copyText(get());
-      btn.textContent = ok ? 'Copied' : 'Copy failed';
-      setTimeout(() => (btn.textContent = 'Copy'), 1500);
-    });
-    return btn;
-  }
-
   /** What the tunnel reports: its URLs, the line the assistant must allow, the way out of a leak. */
   private buildInfo(): HTMLElement {
     const rotateLink = h('button', { class: 'btn-link', type: 'button', id: 'tunnel-rotate' }, 'Rotate callback token…');
@@ -288,7 +277,7 @@ export class TunnelSettings {
       'div',
       { class: 'assistant-info', 'aria-label': 'What the tunnel reports', role: 'group' },
       infoRow('Public URL', this.infoPublic),
-      infoRow('Callback URL', this.infoCallback, this.copyBtn('the advertised callback URL', 'tunnel-callback-copy', () => this.t?.callback_url ?? '')),
+      infoRow('Callback URL', this.infoCallback, copyButton('the advertised callback URL', () => this.t?.callback_url ?? '', 'tunnel-callback-copy')),
       h(
         'div',
         { class: 'setting-row setting-row-top' },

@@ -3,7 +3,7 @@
 // the activity log. And, for the call view, "Your assistant read: …" with the call's "private"
 // switch (McpReads).
 
-import { copyText, fullTime, h } from '../dom';
+import { copyButton, fullTime, h } from '../dom';
 import type { ApiResponse } from '../transport';
 
 export type Api = <T>(method: string, path: string, body?: unknown) => Promise<ApiResponse<T>>;
@@ -51,16 +51,6 @@ export function snippets(url: string, token: string): { id: string; label: strin
       text: `openclaw mcp set stagewhisper '${JSON.stringify({ url, transport: 'streamable-http', headers: { Authorization: `Bearer ${token}` } })}'`,
     },
   ];
-}
-
-function copyButton(label: string, get: () => string, id?: string): HTMLButtonElement {
-  const btn = h('button', { class: 'btn btn-small', type: 'button', id, 'aria-label': `Copy ${label}` }, 'Copy');
-  btn.addEventListener('click', async () => {
-    const ok = await copyText(get());
-    btn.textContent = ok ? 'Copied' : 'Copy failed';
-    setTimeout(() => (btn.textContent = 'Copy'), 1500);
-  });
-  return btn;
 }
 
 function readLine(r: McpRead): string {
