@@ -643,4 +643,4 @@ pub(crate) fn session_view(s: &SessionRecord) -> SessionView {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

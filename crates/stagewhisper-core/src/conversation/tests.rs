@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 const TASK: &str = "3dac4154-7224-4cd4-88a0-14428dc826d7";
 
-async fn start(timeout_ms: i64) -> (Conversation, Arc<ManualClock>, tempfile::TempDir) {
+/// A conversation on a fresh SQLite file (kept while the `TempDir` lives) with a manual clock;
+/// `timeout_ms` is the typing timeout. Shared by the core's unit tests.
+pub(crate) async fn start(timeout_ms: i64) -> (Conversation, Arc<ManualClock>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let (store, conn) = Store::open(&dir.path().join("t.db"), Default::default())
         .await

@@ -85,11 +85,8 @@ impl Rules {
 
 #[cfg(test)]
 mod tests {
-    use crate::clock::ManualClock;
-    use crate::conversation::{Conversation, CoreError, Settings};
+    use crate::conversation::CoreError;
     use crate::recordings::Retranscribed;
-    use crate::store::Store;
-    use chrono::DateTime;
 
     fn turn(row: Option<i64>, text: &str, at_ms: i64) -> Retranscribed {
         Retranscribed {
@@ -106,18 +103,7 @@ mod tests {
     /// sent, and one bad row changes nothing at all.
     #[tokio::test]
     async fn a_past_calls_turns_are_replaced_in_place_all_or_none() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, conn) = Store::open(&dir.path().join("t.db"), Default::default())
-            .await
-            .unwrap();
-        let clock = ManualClock::new(DateTime::from_timestamp(1_800_000_000, 0).unwrap());
-        let settings = Settings {
-            typing_timeout_ms: 30_000,
-            insights_grace_ms: 60_000,
-        };
-        let c = Conversation::start(store, conn, clock.clone(), settings)
-            .await
-            .unwrap();
+        let (c, _clock, _dir) = crate::conversation::tests::start(30_000).await;
         let call = c.create_session(true, None).await.unwrap().session_id;
         let a = c
             .transcript_turn_in(&call, Some("You"), "helo wrld", None)

@@ -62,11 +62,9 @@ pub(crate) async fn recover(
 
 #[cfg(test)]
 mod tests {
-    use crate::clock::{Clock, ManualClock};
-    use crate::conversation::{Conversation, DeliveryState, DeliveryUpdate, Settings};
+    use crate::clock::Clock;
+    use crate::conversation::{Conversation, DeliveryState, DeliveryUpdate};
     use crate::protocol::parse_callback;
-    use crate::store::Store;
-    use chrono::DateTime;
     use serde_json::json;
 
     async fn reply(c: &Conversation, body: serde_json::Value) {
@@ -90,18 +88,8 @@ mod tests {
     /// The store's query behind the look-up, on a real SQLite file.
     #[tokio::test]
     async fn only_recent_sent_messages_without_a_settled_reply_are_looked_up() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, conn) = Store::open(&dir.path().join("t.db"), Default::default())
-            .await
-            .unwrap();
-        let clock = ManualClock::new(DateTime::from_timestamp(1_800_000_000, 0).unwrap());
-        let settings = Settings {
-            typing_timeout_ms: 60_000,
-            insights_grace_ms: 60_000,
-        };
-        let c = Conversation::start(store.clone(), conn, clock.clone(), settings)
-            .await
-            .unwrap();
+        let (c, clock, _dir) = crate::conversation::tests::start(60_000).await;
+        let store = c.store().clone();
         let s = c.create_session(false, None).await.unwrap().session_id;
         let (_, old) = sent(&c, &s, "yesterday").await;
         clock.advance_ms(25 * 3600 * 1000);
