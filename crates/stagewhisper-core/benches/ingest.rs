@@ -4,7 +4,8 @@
 //! store wrote.
 //!
 //! `cargo bench -p stagewhisper-core --bench ingest [-- --secs 2 --conns 1,64 --rounds 9]`
-//! `... -- --profile durable|core|bare` runs that one flood alone (to attach a profiler).
+//! `... -- --profile durable|core|bare` runs that one flood alone (to attach a profiler), and
+//! reports the process's CPU time per request beside req/s.
 //! `... -- --storage-only` runs only the storage table.
 //!
 //! Two tables:
@@ -151,6 +152,18 @@ fn wal_of(dir: &std::path::Path) -> std::path::PathBuf {
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
+
+/// CPU time this process has used (user + system, every thread), in microseconds: the figure
+/// that tells small costs apart when req/s moves with the machine's other work.
+fn cpu_time_us() -> u64 {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid rusage for getrusage to fill.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return 0;
+    }
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    us(u.ru_utime) + us(u.ru_stime)
+}
 
 struct Result {
     requests: u64,
@@ -357,13 +370,19 @@ fn main() {
         let bare = Arc::new(start_bare().await);
         if let Some(which) = &a.profile {
             for &c in &a.conns {
+                let cpu0 = cpu_time_us();
                 let r = match which.as_str() {
                     "durable" => flood(durable.clone(), c, a.secs).await,
                     "core" => flood_core(&app, &session, c, a.secs).await,
                     "bare" => flood(bare.clone(), c, a.secs).await,
                     other => panic!("--profile durable|core|bare, not {other}"),
                 };
-                println!("{which} {c} conns: {:.0} req/s, p99 {:.3} ms", r.rps(), r.pct(0.99));
+                let cpu_per_req = (cpu_time_us() - cpu0) as f64 / r.requests.max(1) as f64;
+                println!(
+                    "{which} {c} conns: {:.0} req/s, p99 {:.3} ms, CPU {cpu_per_req:.1} µs per request (the whole process: load generator, server and writer)",
+                    r.rps(),
+                    r.pct(0.99)
+                );
             }
             app.shutdown().await;
             app_full.shutdown().await;
