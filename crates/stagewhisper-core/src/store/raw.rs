@@ -11,8 +11,9 @@
 //!
 //! Why not a maintained crate's statements: rusqlite's cached statements (0.32, the release on
 //! the SQLite crate sqlx 0.8 links) were tried in this place and measured with the ingest bench
-//! (`--profile durable|core --conns 1`, which prints the CPU time per request; release, five
-//! alternating runs of each): durable ingest
+//! (`--profile durable|core --conns 1 --secs 3`, release, five alternating runs of each; CPU
+//! time from `perf stat` around the whole run, start-up included: the bench's own per-request
+//! CPU line came after): durable ingest
 //! fell from 7,630 to 6,139 callbacks/s (median) and its CPU time per callback rose from 159 to
 //! 198 µs; with this module back, 7,272/s and 157 µs. rusqlite binds every text as
 //! `SQLITE_TRANSIENT` (SQLite copies each string) and looks every statement up by its SQL text
